@@ -1,0 +1,596 @@
+"""Supervises the engine's processes and carries out split changes (the agent's imperative shell).
+
+standby_swap: start a standby prefill worker with the new share, wait until the decode owner reports
+it attached and ready, activate it (the owner switches at a batch boundary), wait for the old worker
+to finish its in-flight batch, stop it. Any failure before activation leaves the old worker active
+(rollback). A crashed active worker is replaced with the same share; if the decode owner dies the
+agent exits with its status. restart: relaunch the engine with the new split's env, rolling back to
+the old split if the new launch does not become healthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from semipd.agent import drivers, httpwire
+from semipd.agent.agentmetrics import AgentMetrics
+from semipd.agent.control import ControlClient, ControlError
+from semipd.agent.drivers import Driver, HealthEndpoint
+from semipd.agent.mps import MpsDaemon, plan_mps
+from semipd.agent.procs import ChildProcess, exit_status
+from semipd.agent.runpaths import control_socket, pids_file
+from semipd.agent.split import Split, SplitBounds
+
+log = logging.getLogger("semipd.agent")
+
+STARTING = "starting"
+RUNNING = "running"
+SWITCHING = "switching"
+RESTARTING = "restarting"
+DRAINING = "draining"
+STOPPED = "stopped"
+
+FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+class SupervisionError(RuntimeError):
+    """A process did not come up, died, or the control API refused a step."""
+
+
+class SwitchFailed(SupervisionError):
+    """A split change failed; the previous split is still in force unless the message says otherwise."""
+
+
+class SwitchRejected(Exception):
+    """A split change refused before starting (busy, unsupported, not ready)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Settings:
+    driver: Driver
+    engine_argv: tuple[str, ...]
+    run_dir: str
+    initial: Split
+    bounds: SplitBounds
+    startup_timeout: float = 900.0
+    switch_timeout: float = 120.0
+    worker_drain_timeout: float = 60.0
+    drain_timeout: float = 25.0
+    stop_timeout: float = 5.0
+    restart_drain_seconds: float = 5.0
+    restart_timeout: float = 900.0
+    poll_interval: float = 0.02
+    restart_backoff_max: float = 10.0
+    mps: str = "auto"
+    health: HealthEndpoint | None = None
+
+
+@dataclass
+class Worker:
+    id: int
+    percent: int
+    child: ChildProcess
+
+
+@dataclass(frozen=True)
+class SwitchRecord:
+    previous: Split
+    target: Split
+    duration: float
+    finished_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": self.previous.to_json(),
+            "to": self.target.to_json(),
+            "durationSeconds": round(self.duration, 6),
+            "finishedAt": self.finished_at,
+        }
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, base_env: Mapping[str, str]) -> None:
+        self.s = settings
+        self.driver = settings.driver
+        self.metrics = AgentMetrics(self.driver.kind, self.driver.switch_mode)
+        self.state = STARTING
+        self.split = settings.initial
+        self.pending: Split | None = None
+        self.owner: ChildProcess | None = None
+        self.workers: dict[int, Worker] = {}
+        self.active: Worker | None = None
+        self.last_switch: SwitchRecord | None = None
+        self.last_error: dict[str, Any] | None = None
+        self.control = ControlClient(control_socket(settings.run_dir))
+        self.mps: MpsDaemon | None = None
+        self._child_env = dict(base_env)
+        self._next_worker_id = 0
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._stop_requested = False
+        self._owner_exit: int | None = None
+        self._exit_override: int | None = None
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._publish_split()
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            if not isinstance(exc, SupervisionError):
+                log.error("background task failed", exc_info=exc)
+
+    def _publish_split(self) -> None:
+        self.metrics.prefill_percent.set(self.split.prefill_percent)
+        self.metrics.decode_percent.set(self.split.decode_percent)
+
+    def _record_error(self, message: str, requested: Split | None) -> None:
+        self.last_error = {
+            "message": message,
+            "at": time.time(),
+            "requested": None if requested is None else requested.to_json(),
+        }
+
+    def _write_pids(self) -> None:
+        doc = {
+            "agent": os.getpid(),
+            "engine": self.owner.pid if self.owner and self.owner.returncode is None else None,
+            "workers": {str(w.id): w.child.pid for w in self.workers.values() if w.child.returncode is None},
+        }
+        path = pids_file(self.s.run_dir)
+        tmp = f"{path}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump(doc, f)
+            os.replace(tmp, path)
+        except OSError as e:
+            log.warning("cannot write %s: %s", path, e)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "engine": self.driver.kind,
+            "switchMode": self.driver.switch_mode,
+            "supported": self.driver.supports_split,
+            "unsupportedReason": self.driver.unsupported_reason or None,
+            "state": self.state,
+            **self.split.to_json(),
+            "pending": None if self.pending is None else self.pending.to_json(),
+            "activeWorker": None if self.active is None else self._worker_json(self.active),
+            "workers": [self._worker_json(w) for w in sorted(self.workers.values(), key=lambda w: w.id)],
+            "switchesTotal": int(self.metrics.switches.value()),
+            "failedSwitchesTotal": int(self.metrics.failed_switches.value()),
+            "workerRestartsTotal": int(self.metrics.worker_restarts.value()),
+            "lastSwitch": None if self.last_switch is None else self.last_switch.to_json(),
+            "lastError": self.last_error,
+            "bounds": {
+                "prefillMin": self.s.bounds.prefill_min,
+                "prefillMax": self.s.bounds.prefill_max,
+                "decodeMin": self.s.bounds.decode_min,
+                "decodeMax": self.s.bounds.decode_max,
+            },
+        }
+
+    @staticmethod
+    def _worker_json(w: Worker) -> dict[str, Any]:
+        return {"id": w.id, "percent": w.percent, "pid": w.child.pid, "alive": w.child.returncode is None}
+
+    @property
+    def ready(self) -> bool:
+        return self.state in (RUNNING, SWITCHING)
+
+    # ---- processes ---------------------------------------------------------------------------
+
+    async def _start_mps(self) -> None:
+        if self.s.mps == "off" or (self.s.mps == "auto" and not self.driver.needs_mps):
+            return
+        plan = plan_mps(self._child_env, self.s.run_dir, MpsDaemon.locate())
+        if isinstance(plan, str):
+            if self.s.mps == "on":
+                raise SupervisionError(plan)
+            log.warning("%s (driver %s would use it)", plan, self.driver.kind)
+            return
+        self.mps = MpsDaemon(plan)
+        await self.mps.start()
+        self._child_env.update(self.mps.client_env())
+        self.metrics.mps_daemon.set(1)
+
+    async def _launch_owner(self, split: Split) -> ChildProcess:
+        launch = self.driver.engine_launch(self.s.engine_argv, split, self.s.run_dir, self._child_env)
+        child = await ChildProcess.start("engine", launch.argv, launch.env)
+        self.owner = child
+        self._write_pids()
+        self._spawn(self._watch_owner(child))
+        return child
+
+    async def _watch_owner(self, child: ChildProcess) -> None:
+        rc = await child.wait()
+        self._write_pids()
+        self.metrics.engine_up.set(0)
+        if child.expected_exit or child is not self.owner or self.state == RESTARTING:
+            return
+        log.error("engine pid %d exited with status %d", child.pid, exit_status(rc))
+        self._owner_exit = rc
+        self._wake.set()
+
+    def _check_owner(self) -> None:
+        if self.owner is None or self.owner.returncode is not None:
+            rc = None if self.owner is None else self.owner.returncode
+            raise SupervisionError(f"engine exited with status {exit_status(rc or 0) if rc is not None else '?'}")
+
+    async def _watch_worker(self, w: Worker) -> None:
+        rc = await w.child.wait()
+        self._write_pids()
+        if w.child.expected_exit or self._stop_requested:
+            return
+        log.warning("prefill worker %d (%d%%) exited with status %d", w.id, w.percent, exit_status(rc))
+        if self.active is w:
+            self._spawn(self._recover_active(w))
+
+    async def _await_control(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            self._check_owner()
+            try:
+                await self.control.state()
+                return
+            except ControlError as e:
+                last = e
+            await asyncio.sleep(self.s.poll_interval * 5)
+        raise SupervisionError(f"decode owner control socket not up within {timeout}s: {last}")
+
+    async def _await_engine_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        health = self.s.health
+        last = "no health endpoint"
+        while True:
+            self._check_owner()
+            if health is None:
+                return
+            try:
+                resp = await httpwire.request_tcp(health.host, health.port, "GET", health.path, timeout=2.0)
+                if resp.status == 200:
+                    return
+                last = f"status {resp.status}"
+            except (OSError, httpwire.HttpError, *httpwire.TIMEOUT_ERRORS) as e:
+                last = repr(e)
+            if time.monotonic() > deadline:
+                raise SupervisionError(
+                    f"engine health http://{health.host}:{health.port}{health.path} not OK within {timeout}s: {last}"
+                )
+            await asyncio.sleep(self.s.poll_interval * 10)
+
+    async def _start_worker(self, percent: int, timeout: float) -> Worker:
+        wid = self._next_worker_id
+        self._next_worker_id += 1
+        launch = self.driver.prefill_worker_launch(self.s.engine_argv, wid, percent, self.s.run_dir, self._child_env)
+        child = await ChildProcess.start(f"prefill-worker-{wid}", launch.argv, launch.env)
+        worker = Worker(wid, percent, child)
+        self.workers[wid] = worker
+        self._write_pids()
+        self._spawn(self._watch_worker(worker))
+        try:
+            await self._await_ready(worker, timeout)
+        except BaseException:
+            await self._discard(worker)
+            raise
+        return worker
+
+    async def _await_ready(self, w: Worker, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            rc = w.child.returncode
+            if rc is not None:
+                raise SwitchFailed(
+                    f"prefill worker {w.id} ({w.percent}%) exited with status {exit_status(rc)} before it was ready"
+                )
+            self._check_owner()
+            try:
+                info = (await self.control.state()).worker(w.id)
+            except ControlError as e:
+                raise SwitchFailed(f"control API unavailable while waiting for worker {w.id}: {e}") from e
+            if info is not None and info.ready:
+                return
+            if time.monotonic() > deadline:
+                raise SwitchFailed(f"prefill worker {w.id} ({w.percent}%) not attached and ready within {timeout}s")
+            await asyncio.sleep(self.s.poll_interval)
+
+    async def _discard(self, w: Worker) -> None:
+        await w.child.stop(self.s.stop_timeout)
+        self.workers.pop(w.id, None)
+        self._write_pids()
+
+    async def _activate(self, w: Worker) -> None:
+        try:
+            await self.control.activate(w.id)
+        except ControlError as e:
+            raise SwitchFailed(f"activating prefill worker {w.id} failed: {e}") from e
+
+    async def _drain_worker(self, w: Worker) -> None:
+        """Wait until the owner reports no in-flight batch on `w` (bounded; a killed batch is requeued)."""
+        deadline = time.monotonic() + self.s.worker_drain_timeout
+        while w.child.returncode is None and time.monotonic() < deadline:
+            try:
+                info = (await self.control.state()).worker(w.id)
+            except ControlError as e:
+                log.warning("cannot read worker %d drain state: %s", w.id, e)
+                return
+            if info is None or info.inflight_batches == 0:
+                return
+            await asyncio.sleep(self.s.poll_interval)
+        if w.child.returncode is None:
+            log.warning(
+                "worker %d still busy after %.1fs; stopping it (its batch is requeued)",
+                w.id,
+                self.s.worker_drain_timeout,
+            )
+
+    async def _recover_active(self, dead: Worker) -> None:
+        async with self._lock:
+            attempt = 0
+            while self.active is dead and not self._stop_requested:
+                self.workers.pop(dead.id, None)
+                if attempt:
+                    await asyncio.sleep(min(self.s.restart_backoff_max, 0.25 * 2**attempt))
+                try:
+                    worker = await self._start_worker(self.split.prefill_percent, self.s.switch_timeout)
+                    await self._activate(worker)
+                except SupervisionError as e:
+                    attempt += 1
+                    log.error("replacing crashed prefill worker %d failed (attempt %d): %s", dead.id, attempt, e)
+                    self._record_error(f"replacing crashed prefill worker {dead.id} failed: {e}", None)
+                    continue
+                self.active = worker
+                self.metrics.worker_restarts.inc()
+                log.info("replaced crashed prefill worker %d with worker %d", dead.id, worker.id)
+
+    # ---- split changes -----------------------------------------------------------------------
+
+    def begin_switch(self, target: Split) -> asyncio.Future[SwitchRecord] | None:
+        """Validate state and start a switch task; None when `target` is already in force."""
+        if not self.driver.supports_split:
+            raise SwitchRejected(422, "UnsupportedByEngine", self.driver.unsupported_reason)
+        if self.state == STARTING:
+            raise SwitchRejected(409, "NotReady", "the engine is still starting")
+        if self.state in (DRAINING, STOPPED) or self._stop_requested:
+            raise SwitchRejected(409, "ShuttingDown", "the agent is shutting down")
+        if self.pending is not None:
+            raise SwitchRejected(409, "SwitchInProgress", f"a split change to {self.pending} is already in progress")
+        if self._lock.locked():
+            raise SwitchRejected(409, "WorkerRestartInProgress", "a crashed prefill worker is being replaced")
+        problems = self.s.bounds.check(target)
+        if problems:
+            raise SwitchRejected(400, "OutOfBounds", "; ".join(problems))
+        if target == self.split:
+            return None
+        self.pending = target
+        task: asyncio.Future[SwitchRecord] = asyncio.ensure_future(self._run_switch(target))
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    async def _run_switch(self, target: Split) -> SwitchRecord:
+        started = time.monotonic()
+        previous = self.split
+        try:
+            async with self._lock:
+                self.state = SWITCHING
+                self.metrics.switch_in_progress.set(1)
+                log.info("switching split %s -> %s (%s)", previous, target, self.driver.switch_mode)
+                try:
+                    if self.driver.switch_mode == drivers.STANDBY_SWAP:
+                        await self._switch_standby(target)
+                    else:
+                        await self._switch_restart(target)
+                except SupervisionError as e:
+                    self.metrics.failed_switches.inc()
+                    self._record_error(str(e), target)
+                    log.error("split change %s -> %s failed: %s", previous, target, e)
+                    raise SwitchFailed(str(e)) from e
+                record = SwitchRecord(previous, target, time.monotonic() - started, time.time())
+                self.metrics.switches.inc()
+                self.metrics.switch_duration.observe(record.duration)
+                self.last_switch = record
+                log.info("split %s in force after %.3fs", target, record.duration)
+                return record
+        finally:
+            self.pending = None
+            self.metrics.switch_in_progress.set(0)
+            self._publish_split()
+            if self.state in (SWITCHING, RESTARTING):
+                self.state = RUNNING
+
+    async def _switch_standby(self, target: Split) -> None:
+        old = self.active
+        new: Worker | None = None
+        if target.prefill_percent != self.split.prefill_percent:
+            new = await self._start_worker(target.prefill_percent, self.s.switch_timeout)
+            try:
+                await self._activate(new)
+            except SwitchFailed:
+                await self._discard(new)
+                raise
+            self.active = new
+            if old is not None:
+                old.child.expected_exit = True  # from here its exit is part of the switch, not a crash
+        if target.decode_percent != self.split.decode_percent:
+            try:
+                await self.control.set_decode_share(target.decode_percent, timeout=self.s.switch_timeout)
+            except ControlError as e:
+                await self._roll_back_prefill(old, new)
+                raise SwitchFailed(f"setting decode share {target.decode_percent}% failed: {e}") from e
+        if new is not None and old is not None:
+            await self._drain_worker(old)
+            await self._discard(old)
+        self.split = target
+
+    async def _roll_back_prefill(self, old: Worker | None, new: Worker | None) -> None:
+        if new is None or old is None or old.child.returncode is not None:
+            if new is not None:
+                # The old worker is gone, so the new one must stay; record the prefill half as done.
+                self.split = Split(new.percent, self.split.decode_percent)
+            return
+        try:
+            await self.control.activate(old.id)
+        except ControlError as e:
+            self.split = Split(new.percent, self.split.decode_percent)
+            raise SwitchFailed(
+                f"rollback could not re-activate worker {old.id}: {e}; prefill is at {new.percent}%"
+            ) from e
+        old.child.expected_exit = False
+        self.active = old
+        await self._drain_worker(new)
+        await self._discard(new)
+
+    async def _switch_restart(self, target: Split) -> None:
+        self.state = RESTARTING
+        self.metrics.engine_up.set(0)
+        await asyncio.sleep(self.s.restart_drain_seconds)
+        if self.owner is not None:
+            await self.owner.stop(self.s.drain_timeout)
+        try:
+            await self._launch_owner(target)
+            await self._await_engine_ready(self.s.restart_timeout)
+        except SupervisionError as e:
+            if self.owner is not None:
+                await self.owner.stop(self.s.stop_timeout)
+            try:
+                await self._launch_owner(self.split)
+                await self._await_engine_ready(self.s.restart_timeout)
+            except SupervisionError as e2:
+                self._owner_exit = self.owner.returncode if self.owner and self.owner.returncode else 1
+                self._wake.set()
+                raise SwitchFailed(f"{e}; relaunching with the previous split {self.split} also failed: {e2}") from e2
+            self.metrics.engine_up.set(1)
+            raise SwitchFailed(f"{e}; relaunched with the previous split {self.split}") from e
+        self.metrics.engine_up.set(1)
+        self.split = target
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        await self._start_mps()
+        await self._launch_owner(self.split)
+        if self.driver.switch_mode == drivers.STANDBY_SWAP:
+            await self._await_control(self.s.startup_timeout)
+            worker = await self._start_worker(self.split.prefill_percent, self.s.startup_timeout)
+            await self._activate(worker)
+            self.active = worker
+        else:
+            await self._await_engine_ready(self.s.startup_timeout)
+
+    def request_stop(self) -> None:
+        if not self._stop_requested:
+            log.info("stop requested; draining")
+        self._stop_requested = True
+        self._wake.set()
+
+    def forward_signal(self, sig: int) -> None:
+        if self.owner is not None and self.owner.returncode is None:
+            log.info("forwarding signal %d to engine pid %d", sig, self.owner.pid)
+            self.owner.signal_group(sig)
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        for sig in FORWARDED_SIGNALS:
+            loop.add_signal_handler(sig, self.forward_signal, sig)
+
+    def _finished(self) -> bool:
+        return self._stop_requested or self._owner_exit is not None
+
+    async def run(self) -> int:
+        start = asyncio.ensure_future(self._start())
+        start.add_done_callback(lambda _: self._wake.set())
+        while not (start.done() or self._finished()):
+            await self._wake.wait()
+            self._wake.clear()
+        if not start.done():
+            # Stopped or the engine died while starting: exit with the engine's own status.
+            start.cancel()
+            with contextlib.suppress(asyncio.CancelledError, SupervisionError):
+                await start
+        elif start.exception() is not None:
+            exc = start.exception()
+            log.error("startup failed: %s", exc)
+            self._record_error(f"startup failed: {exc}", None)
+            self._exit_override = None if self._owner_exit is not None else 1
+        else:
+            self.state = RUNNING
+            self.metrics.engine_up.set(1)
+            log.info("engine ready with split %s", self.split)
+            while not self._finished():
+                await self._wake.wait()
+                self._wake.clear()
+        return await self._shutdown()
+
+    async def _drain_engine(self) -> None:
+        deadline = time.monotonic() + self.s.drain_timeout
+        owner = self.owner
+        if owner is None or owner.returncode is not None:
+            return
+        if self.driver.switch_mode == drivers.STANDBY_SWAP:
+            try:
+                remaining = await self.control.drain()
+                while remaining and time.monotonic() < deadline:
+                    await asyncio.sleep(self.s.poll_interval * 5)
+                    remaining = (await self.control.state()).inflight_requests
+                log.info("drain finished with %d request(s) in flight", remaining)
+            except ControlError as e:
+                log.warning("drain through the control API failed: %s", e)
+        else:
+            owner.signal_group(signal.SIGTERM)
+            with contextlib.suppress(*httpwire.TIMEOUT_ERRORS):
+                await asyncio.wait_for(owner.wait(), max(0.0, deadline - time.monotonic()))
+
+    async def _shutdown(self) -> int:
+        drain = self._stop_requested and self._exit_override is None
+        self.state = DRAINING
+        background = [t for t in self._tasks if not t.done()]
+        for task in background:
+            task.cancel()
+        if background:
+            await asyncio.gather(*background, return_exceptions=True)
+        if drain:
+            await self._drain_engine()
+        await asyncio.gather(*(w.child.stop(self.s.stop_timeout) for w in list(self.workers.values())))
+        self.workers.clear()
+        self.active = None
+        rc = 1
+        if self.owner is not None:
+            rc = await self.owner.stop(self.s.stop_timeout)
+        if self.mps is not None:
+            try:
+                await self.mps.stop()
+            except OSError as e:
+                log.warning("stopping MPS daemon failed: %s", e)
+        self.state = STOPPED
+        self.metrics.engine_up.set(0)
+        self._write_pids()
+        status = self._exit_override if self._exit_override is not None else exit_status(rc)
+        log.info("agent exiting with status %d", status)
+        return status
