@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, model_validator
+from pydantic_core import PydanticCustomError
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,6 @@ class RuleModel(BaseModel):
     def _check_rules(self) -> RuleModel:
         for rule in type(self).__rules__:
             if not rule.holds(self):
-                where = f"{rule.field_path}: " if rule.field_path else ""
-                raise ValueError(f"{where}{rule.message}")
+                # The field path travels in the error context so callers can name the exact field.
+                raise PydanticCustomError("rule", rule.message, {"field_path": rule.field_path or ""})
         return self

@@ -60,7 +60,6 @@ class EngineCapabilities(Protocol):
 CapabilitiesOf = Callable[[EngineKind], EngineCapabilities]
 
 
-
 def parse_spec(raw: Mapping[str, object]) -> tuple[InferencePoolSpec | None, list[SpecProblem]]:
     """Parse a raw `spec` dict; on failure return problems naming each bad field (`spec.nodePools[0].x`)."""
     try:
@@ -69,6 +68,7 @@ def parse_spec(raw: Mapping[str, object]) -> tuple[InferencePoolSpec | None, lis
         problems = []
         for e in err.errors():
             path = "spec" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"])
+            path += (e.get("ctx") or {}).get("field_path", "")
             message = e["msg"].removeprefix("Value error, ")
             problems.append(SpecProblem(path, message))
         return None, problems
@@ -95,9 +95,7 @@ def _quantity_int(value: str) -> int:
 def _check_pool_nodes(index: int, pool: NodePool, nodes: Sequence[NodeInfo]) -> list[SpecProblem]:
     at = f"spec.nodePools[{index}]"
     selected = [
-        n
-        for n in nodes
-        if not n.unschedulable and all(n.labels.get(k) == v for k, v in pool.node_selector.items())
+        n for n in nodes if not n.unschedulable and all(n.labels.get(k) == v for k, v in pool.node_selector.items())
     ]
     if not selected:
         return []  # no matching nodes yet is a scheduling state (cluster autoscaler), not a spec error
@@ -128,7 +126,7 @@ def _check_pool_nodes(index: int, pool: NodePool, nodes: Sequence[NodeInfo]) -> 
         return [
             SpecProblem(
                 f"{at}.acceleratorsPerReplica",
-                f"{pool.accelerators_per_replica} × {resource} per replica exceeds the largest node's "
+                f"{pool.accelerators_per_replica} x {resource} per replica exceeds the largest node's "
                 f"allocatable ({most})",
             )
         ]
@@ -148,7 +146,9 @@ def semantic_problems(
         if pool.accelerator not in caps.accelerators:
             runs_on = ", ".join(sorted(a.value for a in caps.accelerators))
             problems.append(
-                SpecProblem(kind_field, f"engine {engine.kind.value} runs on {runs_on}, not on {pool.accelerator.value}")
+                SpecProblem(
+                    kind_field, f"engine {engine.kind.value} runs on {runs_on}, not on {pool.accelerator.value}"
+                )
             )
         any_split = any_split or caps.supports_split
         problems.extend(_check_pool_nodes(i, pool, nodes))

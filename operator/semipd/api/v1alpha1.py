@@ -27,8 +27,12 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-QUANTITY = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+QUANTITY = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 
 Quantity = Annotated[
     int | str,
@@ -66,14 +70,14 @@ class ModelSpec(ApiModel):
         Rule(
             cel="self.architecture != 'moe' || (has(self.experts) && has(self.expertsPerToken))",
             message="an moe model needs experts and expertsPerToken",
-            holds=lambda m: m.architecture != Architecture.MOE
-            or (m.experts is not None and m.experts_per_token is not None),
+            holds=lambda m: (
+                m.architecture != Architecture.MOE or (m.experts is not None and m.experts_per_token is not None)
+            ),
         ),
         Rule(
             cel="self.architecture != 'dense' || (!has(self.experts) && !has(self.expertsPerToken))",
             message="experts and expertsPerToken apply only to architecture moe",
-            holds=lambda m: m.architecture != Architecture.DENSE
-            or (m.experts is None and m.experts_per_token is None),
+            holds=lambda m: m.architecture != Architecture.DENSE or (m.experts is None and m.experts_per_token is None),
         ),
         Rule(
             cel="!has(self.experts) || !has(self.expertsPerToken) || self.expertsPerToken <= self.experts",
@@ -287,16 +291,20 @@ class NodePool(ApiModel):
         Rule(
             cel="!has(self.resourceName) || self.accelerator != 'nvidia' || self.resourceName.startsWith('nvidia.com/')",
             message="an nvidia node pool's resourceName must be an nvidia.com/ resource",
-            holds=lambda p: p.resource_name is None
-            or p.accelerator != Accelerator.NVIDIA
-            or p.resource_name.startswith("nvidia.com/"),
+            holds=lambda p: (
+                p.resource_name is None
+                or p.accelerator != Accelerator.NVIDIA
+                or p.resource_name.startswith("nvidia.com/")
+            ),
         ),
         Rule(
             cel="!has(self.resourceName) || self.accelerator != 'ascend' || self.resourceName.startsWith('huawei.com/')",
             message="an ascend node pool's resourceName must be a huawei.com/ resource",
-            holds=lambda p: p.resource_name is None
-            or p.accelerator != Accelerator.ASCEND
-            or p.resource_name.startswith("huawei.com/"),
+            holds=lambda p: (
+                p.resource_name is None
+                or p.accelerator != Accelerator.ASCEND
+                or p.resource_name.startswith("huawei.com/")
+            ),
         ),
     )
 
@@ -360,8 +368,10 @@ class SemiPDSpec(ApiModel):
         Rule(
             cel="self.minPrefillPercent == self.maxPrefillPercent || self.stepPercent <= self.maxPrefillPercent - self.minPrefillPercent",
             message="stepPercent must not exceed the range maxPrefillPercent - minPrefillPercent",
-            holds=lambda s: s.min_prefill_percent == s.max_prefill_percent
-            or s.step_percent <= s.max_prefill_percent - s.min_prefill_percent,
+            holds=lambda s: (
+                s.min_prefill_percent == s.max_prefill_percent
+                or s.step_percent <= s.max_prefill_percent - s.min_prefill_percent
+            ),
         ),
     )
 

@@ -1,0 +1,95 @@
+"""The pure heart of one reconcile: from (raw spec, generation, cluster facts, current status) to
+the status the InferencePool should carry and the condition transitions worth an Event.
+
+No Kopf, no client: `reconcile.py` gathers the inputs and applies the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from semipd.api.semantics import CapabilitiesOf, NodeInfo, SpecProblem, parse_spec, semantic_problems
+from semipd.api.v1alpha1 import ConditionStatus, InferencePoolSpec, InferencePoolStatus, NodePoolStatus, PrinterSummary
+from semipd.controller import conditions as c
+
+MAX_MESSAGE = 4096
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one reconcile decided about an InferencePool."""
+
+    spec: InferencePoolSpec | None
+    problems: list[SpecProblem]
+    status: InferencePoolStatus
+    transitions: list[c.Transition]
+
+    def status_patch(self) -> dict[str, Any]:
+        """The status as a merge-patch body (camelCase, unset fields omitted)."""
+        return self.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _message(problems: Sequence[SpecProblem]) -> str:
+    text = "; ".join(str(p) for p in problems)
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def evaluate(
+    raw_spec: Mapping[str, Any],
+    generation: int | None,
+    raw_status: Mapping[str, Any] | None,
+    nodes: Sequence[NodeInfo],
+    capabilities_of: CapabilitiesOf,
+    now: str,
+) -> Evaluation:
+    """Validate what the schema cannot and compute conditions; never raises on bad input."""
+    current = InferencePoolStatus.model_validate(dict(raw_status or {}))
+    spec, problems = parse_spec(raw_spec)
+    if spec is not None:
+        problems = semantic_problems(spec, nodes, capabilities_of)
+    conds = list(current.conditions)
+
+    def put(type: str, status: ConditionStatus, reason: str, message: str) -> None:
+        nonlocal conds
+        conds = c.set_condition(
+            conds, type=type, status=status, reason=reason, message=message, generation=generation, now=now
+        )
+
+    if problems:
+        msg = _message(problems)
+        put(c.INVALID_SPEC, ConditionStatus.TRUE, "InvalidSpec", msg)
+        put(c.READY, ConditionStatus.FALSE, "InvalidSpec", "the spec cannot be served; see InvalidSpec")
+        put(c.PROGRESSING, ConditionStatus.FALSE, "InvalidSpec", "nothing is changed until the spec is fixed")
+    else:
+        put(c.INVALID_SPEC, ConditionStatus.FALSE, "SpecValid", "the spec passed all semantic checks")
+        put(c.PROGRESSING, ConditionStatus.TRUE, "SpecAccepted", "the spec is valid; workloads are being reconciled")
+        put(c.READY, ConditionStatus.FALSE, "WorkloadsNotReady", "no node pool has its minimum ready replicas yet")
+    for type in (c.SLO_MET, c.METRICS_AVAILABLE):
+        if not any(x.type == type for x in conds):
+            put(type, ConditionStatus.UNKNOWN, "NotObserved", "no observation has been taken yet")
+    if not any(x.type == c.DEGRADED for x in conds):
+        put(c.DEGRADED, ConditionStatus.FALSE, "AsExpected", "no pod is failing")
+
+    pools = current.node_pools
+    if spec is not None and not problems:
+        pools = [
+            NodePoolStatus(
+                name=p.name,
+                accelerator=p.accelerator.value,
+                engine=spec.effective_engine(p).kind.value,
+                split_supported=capabilities_of(spec.effective_engine(p).kind).supports_split,
+            )
+            for p in spec.node_pools
+        ]
+    summary = (current.summary or PrinterSummary()).model_copy(update={"pools": len(pools)})
+    status = current.model_copy(
+        update={
+            "observed_generation": generation,
+            "conditions": sorted(conds, key=lambda x: c.ALL_TYPES.index(x.type) if x.type in c.ALL_TYPES else 99),
+            "node_pools": pools,
+            "summary": summary,
+        }
+    )
+    return Evaluation(spec, problems, status, c.transitions(current.conditions, status.conditions))

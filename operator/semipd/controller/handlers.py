@@ -1,0 +1,106 @@
+"""Kopf wiring: settings, watches and thin handlers that all funnel into `reconcile()`.
+
+Every handler names the `semipd.io` group explicitly (the Gateway API Inference Extension also has
+a kind called InferencePool). No timers or daemons: they would make Kopf add a finalizer to every
+InferencePool; an operator-wide resync task gives the same level-based guarantee without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import kopf
+
+from semipd.api.v1alpha1 import GROUP, PLURAL, VERSION
+from semipd.controller import metrics
+from semipd.controller.config import OperatorConfig
+from semipd.controller.kube import PoolClient, new_api_client
+from semipd.controller.reconcile import OperatorContext, node_info, reconcile, resync_forever
+from semipd.engines import capabilities_of
+
+log = logging.getLogger("semipd.operator")
+
+
+def configure_settings(settings: kopf.OperatorSettings) -> None:
+    """Our own storage prefixes and finite network timeouts (see docs/operations.md)."""
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.peering.standalone = True
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 10
+    settings.networking.connect_timeout = 10
+    settings.networking.request_timeout = 60
+    settings.execution.max_workers = 8
+
+
+def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
+    """All handlers of the operator, registered on a dedicated registry."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        configure_settings(settings)
+        api = await new_api_client()
+        ctx = OperatorContext(config=config, pools=PoolClient(api), capabilities_of=capabilities_of, close=api.close)
+        memo["ctx"] = ctx
+        memo["resync"] = asyncio.create_task(resync_forever(ctx, log))
+        metrics.serve(config.metrics_host, config.metrics_port)
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop(memo: kopf.Memo, **_: Any) -> None:
+        memo["resync"].cancel()
+        if memo["ctx"].close is not None:
+            await memo["ctx"].close()
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    def track_node(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+        nodes = memo["ctx"].nodes
+        if event.get("type") == "DELETED":
+            nodes.pop(name, None)
+        else:
+            nodes[name] = node_info(dict(body))
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    def track_pool(event: dict[str, Any], namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+        pools = memo["ctx"].known_pools
+        if event.get("type") == "DELETED":
+            pools.discard((namespace, name))
+        else:
+            pools.add((namespace, name))
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
+    async def reconcile_pool(namespace: str, name: str, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+        await reconcile(memo["ctx"], namespace, name, logger)
+
+    @kopf.on.probe(id="lastReconcileAgeSeconds", registry=registry)
+    def reconcile_age(memo: kopf.Memo, **_: Any) -> float:
+        ctx: OperatorContext = memo["ctx"]
+        age = time.monotonic() - ctx.last_success
+        if ctx.known_pools and age > config.stale_after:
+            raise kopf.PermanentError(f"no successful reconcile for {age:.0f}s")
+        return round(age, 1)
+
+    return registry
+
+
+def run(config: OperatorConfig) -> None:
+    """Run the operator until interrupted."""
+    kopf.configure(verbose=False)
+    kopf.run(
+        registry=build_registry(config),
+        standalone=True,
+        clusterwide=not config.namespaces,
+        namespaces=config.namespaces,
+        liveness_endpoint=config.liveness_endpoint,
+        memo=kopf.Memo(),
+    )

@@ -1,0 +1,19 @@
+"""The operator's own Prometheus metrics (exposition via prometheus_client)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram, start_http_server
+
+RECONCILES = Counter("semipd_reconcile", "InferencePool reconciles by result", ["result"])
+RECONCILE_SECONDS = Histogram(
+    "semipd_reconcile_duration_seconds",
+    "Wall time of one InferencePool reconcile",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+INVALID_SPECS = Counter("semipd_invalid_spec", "Reconciles that found an InvalidSpec")
+
+
+def serve(host: str, port: int) -> None:
+    """Start the metrics HTTP server (port 0 disables it)."""
+    if port:
+        start_http_server(port, addr=host)

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import pytest
+
+from semipd.controller.config import OperatorConfig, load_config
+
+
+def test_defaults() -> None:
+    assert load_config({}) == OperatorConfig()
+
+
+def test_reads_environment() -> None:
+    cfg = load_config({"SEMIPD_NAMESPACES": "a, b", "SEMIPD_RESYNC_INTERVAL": "10s", "SEMIPD_METRICS_PORT": "0"})
+    assert cfg.namespaces == ("a", "b")
+    assert cfg.resync_interval == 10.0
+    assert cfg.metrics_port == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"SEMIPD_RESYNC_INTERVAL": "soon"}, "SEMIPD_RESYNC_INTERVAL"),
+        ({"SEMIPD_RESYNC_INTERVAL": "0s"}, "must be positive"),
+        ({"SEMIPD_METRICS_PORT": "http"}, "SEMIPD_METRICS_PORT"),
+        ({"SEMIPD_METRICS_PORT": "70000"}, "out of range"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        load_config(env)
