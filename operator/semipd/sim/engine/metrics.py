@@ -1,0 +1,91 @@
+"""Prometheus metrics of the simulated engine under SGLang 0.4.4 names and bucket edges (Semi-PD fork).
+
+Also `semipd_sim:*` series that only the simulator has (shares in force, speedup, per-expert token
+counters for MoE models, computed at scrape time from the routed-token total).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+TTFT_BUCKETS = (0.1, 0.3, 0.5, 0.7, 0.9, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 120, 160)
+TPOT_BUCKETS = (
+    0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06,
+    0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.0,
+)  # fmt: skip
+ITL_BUCKETS = (
+    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040,
+    0.050, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2,
+)  # fmt: skip
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.8, 1, 2, 5, 10, 20, 40, 60, 80, 100, 150, 200, 250, 300, 350, 500, 1000)
+
+
+class ExpertCollector(Collector):
+    """semipd_sim:expert_tokens_total{layer,expert}: routed tokens x per-layer hit probability."""
+
+    def __init__(self, model_name: str, hit_probabilities: Sequence[Sequence[float]]) -> None:
+        self.model_name = model_name
+        self.hits = hit_probabilities
+        self.routed_tokens = 0
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "semipd_sim:expert_tokens",
+            "Tokens routed to each expert of each MoE layer (simulated, skewed).",
+            labels=["model_name", "layer", "expert"],
+        )
+        for layer, probs in enumerate(self.hits):
+            for expert, q in enumerate(probs):
+                family.add_metric([self.model_name, str(layer), str(expert)], self.routed_tokens * q)
+        yield family
+
+
+class EngineMetrics:
+    def __init__(self, model_name: str, hit_probabilities: Sequence[Sequence[float]] | None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        gauge_labels = ["model_name", "engine_type"]
+        self.num_running_reqs = Gauge("sglang:num_running_reqs", "Running requests", gauge_labels, registry=r)
+        self.num_queue_reqs = Gauge("sglang:num_queue_reqs", "Queued requests", gauge_labels, registry=r)
+        self.num_used_tokens = Gauge("sglang:num_used_tokens", "Used KV tokens", gauge_labels, registry=r)
+        self.token_usage = Gauge("sglang:token_usage", "KV pool usage (0-1)", gauge_labels, registry=r)
+        self.gen_throughput = Gauge("sglang:gen_throughput", "Generation throughput (tok/s)", gauge_labels, registry=r)
+        self.cache_hit_rate = Gauge("sglang:cache_hit_rate", "Prefix cache hit rate", gauge_labels, registry=r)
+        self.max_total_num_tokens = Gauge(
+            "sglang:max_total_num_tokens", "KV pool capacity (tokens)", gauge_labels, registry=r
+        )
+        labels = ["model_name"]
+        self.prompt_tokens = Counter("sglang:prompt_tokens", "Prefill tokens processed", labels, registry=r)
+        self.generation_tokens = Counter("sglang:generation_tokens", "Generated tokens", labels, registry=r)
+        self.cached_tokens = Counter("sglang:cached_tokens", "Prefix-cached prompt tokens", labels, registry=r)
+        self.num_requests = Counter("sglang:num_requests", "Finished requests", labels, registry=r)
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds", "Time to first token", labels, buckets=TTFT_BUCKETS, registry=r
+        )
+        self.tpot = Histogram(
+            "sglang:time_per_output_token_seconds",
+            "e2e latency / output tokens (includes TTFT, as SGLang 0.4.4)",
+            labels,
+            buckets=TPOT_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds", "Inter-token latency", labels, buckets=ITL_BUCKETS, registry=r
+        )
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds", "End-to-end request latency", labels, buckets=E2E_BUCKETS, registry=r
+        )
+        self.prefill_percent = Gauge("semipd_sim:prefill_percent", "Active prefill worker share", registry=r)
+        self.decode_percent = Gauge("semipd_sim:decode_percent", "Decode share in force", registry=r)
+        self.prefill_workers = Gauge("semipd_sim:prefill_workers", "Attached prefill workers", registry=r)
+        self.speedup = Gauge("semipd_sim:speedup", "Simulation speedup (model seconds per wall second)", registry=r)
+        self.aborted = Counter("semipd_sim:aborted_requests", "Requests the client abandoned", labels, registry=r)
+        self.requeued = Counter("semipd_sim:requeued_requests", "Requests re-prefilled after a worker died", registry=r)
+        self.experts: ExpertCollector | None = None
+        if hit_probabilities is not None:
+            self.experts = ExpertCollector(model_name, hit_probabilities)
+            r.register(self.experts)

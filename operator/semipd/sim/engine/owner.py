@@ -1,0 +1,613 @@
+"""The simulated decode-owner process: holds the "weights + KV pool", serves the API, runs decode.
+
+It admits requests FCFS into prefill batches sent to the active prefill worker (a separate process
+attached over the IPC socket), then runs a continuous-batching decode loop whose step time is the
+latency model's decode step at the decode share. The internal control API (unix socket) lets the
+agent list workers, activate one (new batches go to it; the old one finishes its in-flight batch),
+change the decode share and drain. A worker that dies mid-batch has its batch requeued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from semipd.agent.control import EngineState, WorkerInfo
+from semipd.agent.drivers import MPS_PERCENT_ENV
+from semipd.agent.runpaths import control_socket, ipc_socket
+from semipd.sim.engine import ipc
+from semipd.sim.engine.batching import KvPool, take_prefill_batch
+from semipd.sim.engine.config import EngineConfig
+from semipd.sim.engine.experts import layer_hit_probabilities
+from semipd.sim.engine.metrics import EngineMetrics
+from semipd.sim.engine.openai import (
+    CHAT,
+    COMPLETION,
+    BadRequest,
+    GenerationRequest,
+    Limits,
+    full_response,
+    parse_generation,
+    role_chunk,
+    stream_chunk,
+    token_text,
+    usage_chunk,
+)
+from semipd.sim.model import LatencyModel
+
+log = logging.getLogger("semipd.sim.owner")
+
+FINISHED = -1
+
+
+@dataclass(eq=False)
+class SimRequest:
+    rid: str
+    gen: GenerationRequest
+    arrival: float
+    events: asyncio.Queue[int] = field(default_factory=asyncio.Queue)
+    kv_reserved: bool = False
+    generated: int = 0
+    last_token_at: float = 0.0
+    aborted: bool = False
+    waiting: bool = True
+
+    @property
+    def kv_need(self) -> int:
+        return self.gen.prompt_tokens + self.gen.max_tokens
+
+    @property
+    def kv_used(self) -> int:
+        return self.gen.prompt_tokens + self.generated
+
+
+@dataclass(eq=False)
+class AttachedWorker:
+    id: int
+    percent: int
+    pid: int
+    writer: asyncio.StreamWriter
+    ready: bool = False
+    batch: int | None = None
+
+    def info(self) -> WorkerInfo:
+        return WorkerInfo(self.id, self.percent, self.ready, 0 if self.batch is None else 1, self.pid)
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
+
+
+class DecodeOwner:
+    def __init__(self, cfg: EngineConfig, model: LatencyModel) -> None:
+        self.cfg = cfg
+        self.model = model
+        capacity = cfg.kv_capacity_tokens or model.kv_capacity_tokens()
+        self.kv = KvPool(capacity)
+        self.limits = Limits(
+            cfg.served_model_name,
+            cfg.context_length or model.model.max_context,
+            cfg.default_max_tokens,
+        )
+        self.token_budget = cfg.chunked_prefill_size or model.max_batch_tokens
+        self.clock_scale = cfg.speedup if cfg.metrics_clock == "model" else 1.0
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.joining: list[SimRequest] = []
+        self.batches: dict[int, tuple[int, list[SimRequest]]] = {}
+        self.workers: dict[int, AttachedWorker] = {}
+        self.active: int | None = None
+        self.decode_percent = cfg.decode_percent
+        self._pending_decode: tuple[int, asyncio.Future[None]] | None = None
+        self.admitting = True
+        self.open_generations = 0
+        self._ids = itertools.count()
+        self._batch_ids = itertools.count()
+        self._dispatch = asyncio.Event()
+        self._decode = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        hits = None
+        m = model.model
+        if m.is_moe:
+            hits = layer_hit_probabilities(
+                m.moe_layers, m.experts, m.experts_per_token, cfg.expert_skew, cfg.expert_seed
+            )
+        self.metrics = EngineMetrics(cfg.served_model_name, hits)
+        self.metrics.max_total_num_tokens.labels(cfg.served_model_name, "unified").set(capacity)
+        self.metrics.speedup.set(cfg.speedup)
+        self.metrics.decode_percent.set(self.decode_percent)
+        self._throughput_mark = (time.monotonic(), 0)
+        self._generated_total = 0
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    def state(self) -> EngineState:
+        return EngineState(
+            admitting=self.admitting,
+            active_worker=self.active,
+            decode_percent=self.decode_percent,
+            inflight_requests=self.open_generations,
+            workers=tuple(w.info() for w in sorted(self.workers.values(), key=lambda w: w.id)),
+        )
+
+    def _labels(self) -> tuple[str, str]:
+        return (self.cfg.served_model_name, "unified")
+
+    def _publish(self) -> None:
+        m = self.metrics
+        labels = self._labels()
+        in_batches = sum(len(b) for _, b in self.batches.values())
+        m.num_running_reqs.labels(*labels).set(len(self.running) + len(self.joining) + in_batches)
+        m.num_queue_reqs.labels(*labels).set(len(self.waiting))
+        used = sum(r.kv_used for r in self.running) + sum(r.kv_used for r in self.joining)
+        m.num_used_tokens.labels(*labels).set(used)
+        m.token_usage.labels(*labels).set(used / self.kv.capacity)
+        active = self.workers.get(self.active) if self.active is not None else None
+        m.prefill_percent.set(active.percent if active else 0)
+        m.prefill_workers.set(len(self.workers))
+
+    def _busy(self) -> int:
+        return len(self.running) + len(self.joining) + sum(len(b) for _, b in self.batches.values())
+
+    # ---- prefill dispatch ------------------------------------------------------------------------
+
+    def _try_dispatch(self) -> bool:
+        worker = self.workers.get(self.active) if self.active is not None else None
+        if worker is None or not worker.ready or worker.batch is not None or not self.waiting:
+            return False
+        slots = self.cfg.max_running - self._busy()
+        head = list(itertools.islice(self.waiting, max(0, slots)))
+        n = take_prefill_batch(
+            [r.gen.prompt_tokens for r in head],
+            [0 if r.kv_reserved else r.kv_need for r in head],
+            self.token_budget,
+            self.kv.free(),
+            slots,
+        )
+        if n == 0:
+            return False
+        batch = [self.waiting.popleft() for _ in range(n)]
+        for r in batch:
+            r.waiting = False
+            if not r.kv_reserved:
+                self.kv.reserve(r.kv_need)
+                r.kv_reserved = True
+        bid = next(self._batch_ids)
+        self.batches[bid] = (worker.id, batch)
+        worker.batch = bid
+        message = {"type": "prefill", "batch": bid, "prompt_lens": [r.gen.prompt_tokens for r in batch]}
+        worker.writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        return True
+
+    async def _dispatch_loop(self) -> None:
+        while True:
+            await self._dispatch.wait()
+            self._dispatch.clear()
+            while self._try_dispatch():
+                pass
+            self._publish()
+
+    def _prefill_done(self, worker: AttachedWorker, bid: int) -> None:
+        if worker.batch == bid:
+            worker.batch = None
+        entry = self.batches.pop(bid, None)
+        if entry is None:
+            log.warning("worker %d reported unknown batch %d", worker.id, bid)
+            return
+        batch = entry[1]
+        now = time.monotonic()
+        tokens = 0
+        for r in batch:
+            if r.aborted:
+                self._release(r)
+                continue
+            tokens += r.gen.prompt_tokens
+            self._emit(r, now)
+            if r.generated >= r.gen.max_tokens:
+                self._finish(r, now)
+            else:
+                self.joining.append(r)
+        self.metrics.prompt_tokens.labels(self.cfg.served_model_name).inc(tokens)
+        if self.metrics.experts is not None:
+            self.metrics.experts.routed_tokens += tokens
+        self._decode.set()
+        self._dispatch.set()
+
+    def _requeue(self, batch: list[SimRequest]) -> None:
+        for r in reversed(batch):
+            if r.aborted:
+                self._release(r)
+                continue
+            r.waiting = True
+            self.waiting.appendleft(r)
+            self.metrics.requeued.inc()
+
+    # ---- tokens --------------------------------------------------------------------------------
+
+    def _emit(self, r: SimRequest, now: float) -> None:
+        name = self.cfg.served_model_name
+        if r.generated == 0:
+            self.metrics.ttft.labels(name).observe((now - r.arrival) * self.clock_scale)
+        else:
+            self.metrics.itl.labels(name).observe((now - r.last_token_at) * self.clock_scale)
+        r.last_token_at = now
+        r.events.put_nowait(r.generated)
+        r.generated += 1
+
+    def _release(self, r: SimRequest) -> None:
+        if r.kv_reserved:
+            self.kv.release(r.kv_need)
+            r.kv_reserved = False
+
+    def _finish(self, r: SimRequest, now: float) -> None:
+        name = self.cfg.served_model_name
+        self._release(r)
+        e2e = (now - r.arrival) * self.clock_scale
+        self.metrics.e2e.labels(name).observe(e2e)
+        self.metrics.tpot.labels(name).observe(e2e / r.generated)
+        self.metrics.num_requests.labels(name).inc()
+        self.metrics.generation_tokens.labels(name).inc(r.generated)
+        self._generated_total += r.generated
+        r.events.put_nowait(FINISHED)
+
+    def _apply_pending_decode(self) -> None:
+        if self._pending_decode is not None:
+            percent, done = self._pending_decode
+            self.decode_percent = percent
+            self.metrics.decode_percent.set(percent)
+            self._pending_decode = None
+            if not done.done():
+                done.set_result(None)
+
+    async def _decode_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_step = loop.time()
+        while True:
+            self._apply_pending_decode()
+            if not self.running and not self.joining:
+                self._decode.clear()
+                await self._decode.wait()
+                next_step = loop.time()
+                continue
+            if self.joining:
+                self.running.extend(self.joining)
+                self.joining.clear()
+            batch = len(self.running)
+            kv_tokens = sum(r.kv_used for r in self.running)
+            step = self.model.decode_step_time(
+                batch, kv_tokens, self.decode_percent / 100.0, prefill_running=bool(self.batches)
+            )
+            now = loop.time()
+            next_step = max(next_step, now) + step / self.cfg.speedup
+            await asyncio.sleep(next_step - now)
+            stamp = time.monotonic()
+            still: list[SimRequest] = []
+            for r in self.running:
+                if r.aborted:
+                    self._release(r)
+                    continue
+                self._emit(r, stamp)
+                if r.generated >= r.gen.max_tokens:
+                    self._finish(r, stamp)
+                else:
+                    still.append(r)
+            finished = len(still) != len(self.running)
+            self.running = still
+            if self.metrics.experts is not None:
+                self.metrics.experts.routed_tokens += batch
+            self._update_throughput(stamp)
+            if finished:
+                self._dispatch.set()
+            self._publish()
+
+    def _update_throughput(self, now: float) -> None:
+        mark_time, mark_tokens = self._throughput_mark
+        in_flight = sum(r.generated for r in self.running)
+        total = self._generated_total + in_flight
+        if now - mark_time >= 1.0:
+            rate = (total - mark_tokens) / ((now - mark_time) * self.clock_scale)
+            self.metrics.gen_throughput.labels(*self._labels()).set(max(0.0, rate))
+            self._throughput_mark = (now, total)
+
+    # ---- IPC with prefill workers --------------------------------------------------------------
+
+    async def _serve_worker(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        worker: AttachedWorker | None = None
+        try:
+            hello = await ipc.receive(reader)
+            if hello is None or hello.get("type") != "hello":
+                return
+            mismatch = [k for k in ("hardware", "model", "tp") if hello.get(k) != getattr(self.cfg, k)]
+            wid = int(hello["worker_id"])
+            if mismatch or wid in self.workers:
+                why = f"mismatched {', '.join(mismatch)}" if mismatch else f"worker id {wid} already attached"
+                await ipc.send(writer, {"type": "error", "error": why})
+                return
+            worker = AttachedWorker(wid, int(hello["percent"]), int(hello["pid"]), writer)
+            self.workers[wid] = worker
+            log.info("prefill worker %d (%d%%, pid %d) attached", wid, worker.percent, worker.pid)
+            await ipc.send(writer, {"type": "attached", "kv_capacity_tokens": self.kv.capacity})
+            while True:
+                msg = await ipc.receive(reader)
+                if msg is None:
+                    break
+                if msg["type"] == "ready":
+                    worker.ready = True
+                    log.info("prefill worker %d ready", wid)
+                    if self.active is None:
+                        self.activate(wid)
+                elif msg["type"] == "prefill_done":
+                    self._prefill_done(worker, int(msg["batch"]))
+        except (ConnectionError, ValueError) as e:
+            log.warning("prefill worker channel error: %s", e)
+        finally:
+            writer.close()
+            if worker is not None and self.workers.get(worker.id) is worker:
+                self._detach(worker)
+
+    def _detach(self, worker: AttachedWorker) -> None:
+        del self.workers[worker.id]
+        log.info("prefill worker %d detached", worker.id)
+        if self.active == worker.id:
+            self.active = None
+            fallback = next((w for w in self.workers.values() if w.ready), None)
+            if fallback is not None:
+                self.activate(fallback.id)
+        if worker.batch is not None:
+            _, batch = self.batches.pop(worker.batch)
+            log.warning("requeueing %d request(s) of worker %d's in-flight batch", len(batch), worker.id)
+            self._requeue(batch)
+        self._dispatch.set()
+        self._publish()
+
+    def activate(self, wid: int) -> int | None:
+        previous = self.active
+        self.active = wid
+        log.info("prefill worker %d active (was %s)", wid, previous)
+        self._dispatch.set()
+        self._publish()
+        return previous
+
+    # ---- control API ---------------------------------------------------------------------------
+
+    async def _control_state(self, request: web.Request) -> web.Response:
+        return web.json_response(self.state().to_json())
+
+    async def _control_activate(self, request: web.Request) -> web.Response:
+        try:
+            wid = int(request.match_info["wid"])
+        except ValueError:
+            return web.json_response({"error": "worker id must be an integer"}, status=400)
+        worker = self.workers.get(wid)
+        if worker is None:
+            return web.json_response({"error": f"worker {wid} is not attached"}, status=404)
+        if not worker.ready:
+            return web.json_response({"error": f"worker {wid} is attached but not ready"}, status=409)
+        previous = self.activate(wid)
+        return web.json_response({"active": wid, "previous": previous})
+
+    async def _control_decode_share(self, request: web.Request) -> web.Response:
+        try:
+            doc = await request.json()
+            percent = doc["percent"]
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"error": 'body must be {"percent": <1..100>}'}, status=400)
+        if isinstance(percent, bool) or not isinstance(percent, int) or not 1 <= percent <= 100:
+            return web.json_response({"error": "percent must be an integer in 1..100"}, status=400)
+        if self._pending_decode is not None:
+            return web.json_response({"error": "a decode share change is already in progress"}, status=409)
+        # The decode side swaps like the prefill side (a standby decode worker with the new share
+        # comes up, then takes over at an iteration boundary); here that is modelled in-process.
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await asyncio.sleep(self.model.switch_cost() / self.cfg.speedup)
+        self._pending_decode = (percent, done)
+        if not self.running and not self.joining:
+            self._apply_pending_decode()
+        self._decode.set()
+        await done
+        return web.json_response({"decodePercent": self.decode_percent})
+
+    async def _control_drain(self, request: web.Request) -> web.Response:
+        self.admitting = False
+        return web.json_response({"admitting": False, "inflightRequests": self.open_generations})
+
+    # ---- public API ----------------------------------------------------------------------------
+
+    async def _health(self, request: web.Request) -> web.Response:
+        if not self.admitting:
+            return web.json_response({"status": "draining"}, status=503)
+        if not self.workers:
+            return web.json_response({"status": "no prefill worker attached"}, status=503)
+        return web.json_response({"status": "ok"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        self._publish()
+        body = generate_latest(self.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        name = self.cfg.served_model_name
+        return web.json_response({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "semipd"}]})
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, COMPLETION)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, CHAT)
+
+    async def _generate(self, request: web.Request, kind: str) -> web.StreamResponse:
+        if not self.admitting:
+            return _error(503, "the engine is draining and admits no new requests", "service_unavailable")
+        try:
+            body = await request.json()
+        except (ValueError, UnicodeDecodeError):
+            return _error(400, "body is not valid JSON")
+        try:
+            gen = parse_generation(body, kind, self.limits)
+        except BadRequest as e:
+            return _error(400, str(e))
+        if gen.prompt_tokens + gen.max_tokens > self.kv.capacity:
+            return _error(
+                400, f"request needs {gen.prompt_tokens + gen.max_tokens} KV tokens; pool holds {self.kv.capacity}"
+            )
+        prefix = "cmpl" if kind == COMPLETION else "chatcmpl"
+        r = SimRequest(f"{prefix}-{next(self._ids)}", gen, time.monotonic())
+        self.open_generations += 1
+        self._idle.clear()
+        self.waiting.append(r)
+        self._dispatch.set()
+        try:
+            if gen.stream:
+                return await self._stream(request, r)
+            return await self._complete(r)
+        except (asyncio.CancelledError, ConnectionError):
+            self._abort(r)
+            raise
+        finally:
+            self.open_generations -= 1
+            if self.open_generations == 0:
+                self._idle.set()
+
+    def _abort(self, r: SimRequest) -> None:
+        if r.generated >= r.gen.max_tokens:
+            return
+        r.aborted = True
+        self.metrics.aborted.labels(self.cfg.served_model_name).inc()
+        if r.waiting:
+            with contextlib.suppress(ValueError):
+                self.waiting.remove(r)
+            self._release(r)
+            self._dispatch.set()
+
+    async def _stream(self, request: web.Request, r: SimRequest) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        created = int(time.time())
+        if r.gen.kind == CHAT:
+            await resp.write(_sse(role_chunk(r.gen, r.rid, created)))
+        while True:
+            index = await r.events.get()
+            if index == FINISHED:
+                break
+            last = index + 1 >= r.gen.max_tokens
+            await resp.write(_sse(stream_chunk(r.gen, r.rid, created, token_text(index), "length" if last else None)))
+        if r.gen.include_usage:
+            await resp.write(_sse(usage_chunk(r.gen, r.rid, created, r.generated)))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _complete(self, r: SimRequest) -> web.Response:
+        pieces = []
+        while True:
+            index = await r.events.get()
+            if index == FINISHED:
+                break
+            pieces.append(token_text(index))
+        return web.json_response(full_response(r.gen, r.rid, int(time.time()), "".join(pieces), r.generated))
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def public_app(self) -> web.Application:
+        app = web.Application(client_max_size=8 * 1024 * 1024)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    def control_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/v1/state", self._control_state)
+        app.router.add_post("/v1/workers/{wid}/activate", self._control_activate)
+        app.router.add_put("/v1/decode-share", self._control_decode_share)
+        app.router.add_post("/v1/drain", self._control_drain)
+        return app
+
+    async def drain(self, timeout: float) -> None:
+        self.admitting = False
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+
+    async def serve(self) -> int:
+        cfg = self.cfg
+        load = self.model.restart_cost() if cfg.load_time is None else cfg.load_time
+        log.info("loading %s on %s (%.1f model s)", cfg.model, cfg.hardware, load)
+        await asyncio.sleep(load / cfg.speedup)
+        os.makedirs(cfg.run_dir, exist_ok=True)
+        ipc_path, control_path = ipc_socket(cfg.run_dir), control_socket(cfg.run_dir)
+        for path in (ipc_path, control_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        ipc_server = await asyncio.start_unix_server(self._serve_worker, ipc_path, limit=ipc.MAX_LINE)
+        control_runner = web.AppRunner(self.control_app(), access_log=None)
+        await control_runner.setup()
+        await web.UnixSite(control_runner, control_path).start()
+        public_runner = web.AppRunner(self.public_app(), access_log=None)
+        await public_runner.setup()
+        await web.TCPSite(public_runner, cfg.host, cfg.port, shutdown_timeout=cfg.drain_timeout).start()
+        log.info("serving %s on http://%s:%d (control %s)", cfg.served_model_name, cfg.host, cfg.port, control_path)
+        self._tasks = [
+            asyncio.ensure_future(self._dispatch_loop()),
+            asyncio.ensure_future(self._decode_loop()),
+        ]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        own_worker = await self._spawn_own_worker() if cfg.enable_semi_pd else None
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait()), *self._tasks]
+        if own_worker is not None:
+            waits.append(asyncio.ensure_future(own_worker.wait()))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        status = 0
+        if own_worker is not None and own_worker.returncode is not None and not stop.is_set():
+            log.error("prefill worker subprocess exited with status %d; engine exits", own_worker.returncode)
+            status = 1
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("engine loop failed", exc_info=task.exception())
+                status = 1
+        if status == 0:
+            log.info("draining (%d request(s) in flight)", self.open_generations)
+            await self.drain(cfg.drain_timeout)
+        await public_runner.cleanup()
+        await control_runner.cleanup()
+        ipc_server.close()
+        for task in self._tasks:
+            task.cancel()
+        if own_worker is not None and own_worker.returncode is None:
+            own_worker.terminate()
+            await own_worker.wait()
+        for w in list(self.workers.values()):
+            w.writer.close()
+        return status
+
+    async def _spawn_own_worker(self) -> asyncio.subprocess.Process:
+        argv = [sys.executable, "-m", "semipd.sim.engine", *self.cfg.worker_argv(0, self.cfg.prefill_percent)]
+        env = dict(os.environ)
+        env[MPS_PERCENT_ENV] = str(self.cfg.prefill_percent)
+        proc = await asyncio.create_subprocess_exec(*argv, env=env)
+        log.info("started own prefill worker pid %d at %d%%", proc.pid, self.cfg.prefill_percent)
+        return proc
+
+
+def _sse(doc: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n"
