@@ -170,3 +170,10 @@ def test_progress_bar_renders_on_request(fake_engine: FakeEngine, capsys: pytest
 
 def test_synthetic_schedule_is_reproducible_from_seed() -> None:
     assert synthetic(3.0, count=10, seed=4) == synthetic(3.0, count=10, seed=4)
+
+
+def test_cli_prompt_token_field_name_is_configurable(fake_engine: FakeEngine) -> None:
+    assert main(["--synthetic", "poisson", "--rate", "100", "--max-requests", "1", "--input-tokens", "77",
+                 "--endpoint", fake_engine.url, "--prompt-tokens-field", "prompt_tokens", "--no-progress"]) == 0
+    assert fake_engine.bodies[0]["prompt_tokens"] == 77
+    assert "semipd_prompt_tokens" not in fake_engine.bodies[0]

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from semipd.load.progress import ProgressBar, wanted
+from semipd.load.prompts import PROMPT_TOKENS_FIELD
 from semipd.load.runner import LoadConfig, RemoteEndpointError, run_load
 from semipd.load.stats import SLO, Distribution, format_summary
 from semipd.sim.traces import (
@@ -75,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-remote", action="store_true", help="allow endpoints outside the loopback network")
     p.add_argument("--prompt-text", choices=["full", "stub"], default="full",
                    help="full: prompt text of about the trace's length; stub: short text (simulated engine)")
-    p.add_argument("--no-extensions", action="store_true", help="do not send the semipd_prompt_tokens field")
+    p.add_argument("--no-extensions", action="store_true", help="do not send the prompt token count field")
+    p.add_argument("--prompt-tokens-field", default=PROMPT_TOKENS_FIELD,
+                   help="name of the extension field carrying the prompt token count")
     p.add_argument("--api-path", default="/v1/completions")
     p.add_argument("--describe", action="store_true", help="print the schedule's statistics and exit")
     p.add_argument("--fail-on-error", action="store_true", help="exit 1 if any request did not succeed")
@@ -131,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             endpoints=endpoints, model=ns.model, concurrency=ns.concurrency, max_requests=ns.max_requests,
             duration_s=ns.duration, request_timeout_s=ns.request_timeout, drain_timeout_s=ns.drain_timeout,
             api_path=ns.api_path, prompt_text=ns.prompt_text, extensions=not ns.no_extensions,
+            prompt_tokens_field=ns.prompt_tokens_field,
             allow_remote=ns.allow_remote,
         )
         schedule = build_schedule(ns)

@@ -72,7 +72,7 @@ def prompt_text(req: TraceRequest, index: int, mode: PromptText = "full") -> str
 
 def completion_body(
     req: TraceRequest, index: int, model: str, *, mode: PromptText = "full", extensions: bool = True,
-    ignore_eos: bool = True,
+    ignore_eos: bool = True, prompt_tokens_field: str = PROMPT_TOKENS_FIELD,
 ) -> dict[str, Any]:
     """OpenAI /v1/completions streaming body for one trace request."""
     body: dict[str, Any] = {
@@ -86,5 +86,5 @@ def completion_body(
     if ignore_eos:
         body["ignore_eos"] = True
     if extensions:
-        body[PROMPT_TOKENS_FIELD] = max(1, req.input_tokens)
+        body[prompt_tokens_field] = max(1, req.input_tokens)
     return body

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from semipd.load.client import stream_completion
-from semipd.load.prompts import PromptText, completion_body
+from semipd.load.prompts import PROMPT_TOKENS_FIELD, PromptText, completion_body
 from semipd.load.stats import SLO, RequestResult, Summary, summarize
 from semipd.sim.traces import TraceRequest
 
@@ -62,7 +62,8 @@ class LoadConfig:
     api_path: str = "/v1/completions"
     prompt_text: PromptText = "full"
     extensions: bool = True
-    """Send the semipd_prompt_tokens extension field."""
+    """Send the prompt token count as an extension field (named prompt_tokens_field)."""
+    prompt_tokens_field: str = PROMPT_TOKENS_FIELD
     ignore_eos: bool = True
     """Ask for exactly max_tokens tokens; a shorter answer counts as truncated."""
     allow_remote: bool = False
@@ -155,7 +156,7 @@ async def run_load(
             endpoint = config.endpoints[i % len(config.endpoints)]
             body = completion_body(
                 req, i, config.model, mode=config.prompt_text, extensions=config.extensions,
-                ignore_eos=config.ignore_eos,
+                ignore_eos=config.ignore_eos, prompt_tokens_field=config.prompt_tokens_field,
             )
             async with sem:
                 progress.in_flight += 1
