@@ -430,8 +430,8 @@ class DecodeOwner:
     async def _health(self, request: web.Request) -> web.Response:
         if not self.admitting:
             return web.json_response({"status": "draining"}, status=503)
-        if not self.workers:
-            return web.json_response({"status": "no prefill worker attached"}, status=503)
+        if self.active is None:
+            return web.json_response({"status": "no ready prefill worker"}, status=503)
         return web.json_response({"status": "ok"})
 
     async def _metrics(self, request: web.Request) -> web.Response:

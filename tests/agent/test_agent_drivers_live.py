@@ -1,0 +1,69 @@
+"""The restart and unsupported switch modes with real processes.
+
+The sim engine run with `--enable-semi-pd` behaves like Semi-PD `main`: it starts its own prefill
+worker from SEMI_PD_PREFILL_SM_PERCENTILE at launch, so the `sglang-semipd` driver's relaunch path
+runs for real against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from semipd.sim.engine.localpod import LocalPod, PodOptions
+
+
+def gauge(text: str, name: str) -> float:
+    return float(next(ln for ln in text.splitlines() if ln.startswith(name + " ")).split()[1])
+
+
+def restart_pod(pod_factory: Callable[..., LocalPod], env: dict[str, str] | None = None) -> LocalPod:
+    return pod_factory(
+        PodOptions(
+            driver="sglang-semipd",
+            speedup=20.0,
+            prefill_percent=60,
+            decode_percent=100,
+            env=env or {},
+            agent_args=["--restart-drain-seconds", "0.1", "--restart-timeout", "20"],
+        )
+    )
+
+
+def test_restart_mode_relaunches_engine_with_new_env(pod_factory: Callable[..., LocalPod]) -> None:
+    pod = restart_pod(pod_factory)
+    assert gauge(pod.engine_metrics_text(), "semipd_sim:prefill_percent") == 60
+    first_engine = pod.pids()["engine"]
+    status, body = pod.put_split(40, 90)
+    assert status == 200, (body, pod.log_tail())
+    assert (body["prefillPercent"], body["decodePercent"], body["switchMode"]) == (40, 90, "restart")
+    assert pod.pids()["engine"] != first_engine
+    text = pod.engine_metrics_text()
+    assert gauge(text, "semipd_sim:prefill_percent") == 40
+    assert gauge(text, "semipd_sim:decode_percent") == 90
+    log = pod.log_tail(200)
+    assert "--enable-semi-pd" in log  # the driver adds the flag
+    assert "nvidia-cuda-mps-control not found on PATH; not starting the MPS control daemon" in log
+
+
+def test_restart_mode_rolls_back_when_relaunch_fails(pod_factory: Callable[..., LocalPod]) -> None:
+    pod = restart_pod(pod_factory, env={"SEMIPD_SIM_FAULT": "prefill-crash-on-start:30"})
+    status, body = pod.put_split(30)
+    assert status == 500
+    assert "relaunched with the previous split 60/100" in body["error"]
+    assert body["prefillPercent"] == 60
+    assert body["state"] == "running"
+    assert gauge(pod.engine_metrics_text(), "semipd_sim:prefill_percent") == 60
+    assert gauge(pod.metrics_text(), "semipd_agent_failed_switches_total") == 1
+
+
+def test_engine_without_split_support_answers_422(pod_factory: Callable[..., LocalPod]) -> None:
+    # Any engine command works under the vllm driver; the sim engine here only stands in for a
+    # process that serves /health.
+    pod = pod_factory(PodOptions(driver="vllm", prefill_percent=None, decode_percent=None,
+                                 engine_args=["--enable-semi-pd"]))  # fmt: skip
+    status, body = pod.admin("GET", "/v1/split")
+    assert (body["supported"], body["switchMode"], body["prefillPercent"]) == (False, "none", 100)
+    status, body = pod.put_split(60)
+    assert status == 422
+    assert body["reason"] == "UnsupportedByEngine"
+    assert "vLLM" in body["error"]

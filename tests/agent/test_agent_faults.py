@@ -1,0 +1,113 @@
+"""Failure paths with real processes: failed switches roll back; a crashed prefill worker is replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import aiohttp
+
+from semipd.agent.control import ControlClient
+from semipd.agent.runpaths import control_socket
+from semipd.sim.engine.localpod import LocalPod, PodOptions
+from semipd.sim.engine.probe import StreamResult, stream_completion
+
+FAULTS = "prefill-crash-on-start:70;prefill-hang-on-start:80"
+
+
+def metric(text: str, name: str) -> float:
+    line = next(ln for ln in text.splitlines() if ln.startswith(name + " "))
+    return float(line.split()[1])
+
+
+async def steady_load(pod: LocalPod, stop: asyncio.Event, results: list[StreamResult]) -> None:
+    async with aiohttp.ClientSession() as session:
+        while not stop.is_set():
+            results.append(await stream_completion(session, pod.engine_url, 500, 16))
+
+
+async def test_failed_switches_roll_back_and_report_why(pod_factory: Callable[..., LocalPod]) -> None:
+    pod = pod_factory(PodOptions(speedup=20.0, env={"SEMIPD_SIM_FAULT": FAULTS}, agent_args=["--switch-timeout", "2"]))
+    results: list[StreamResult] = []
+    stop = asyncio.Event()
+    load = [asyncio.ensure_future(steady_load(pod, stop, results)) for _ in range(3)]
+    try:
+        # A standby worker that crashes on start.
+        status, body = await asyncio.to_thread(pod.put_split, 70)
+        assert status == 500
+        assert body["reason"] == "SwitchFailed"
+        assert "exited with status 3 before it was ready" in body["error"]
+        assert (body["prefillPercent"], body["activeWorker"]["id"]) == (50, 0)
+
+        status, split = pod.admin("GET", "/v1/split")
+        assert split["prefillPercent"] == 50
+        assert split["failedSwitchesTotal"] == 1
+        assert split["lastError"]["requested"] == {"prefillPercent": 70, "decodePercent": 100}
+        assert "exited with status 3" in split["lastError"]["message"]
+
+        # A standby worker that never becomes ready: times out, is killed, old one stays.
+        started = time.monotonic()
+        status, body = await asyncio.to_thread(pod.put_split, 80)
+        assert status == 500
+        assert "not attached and ready within 2.0s" in body["error"]
+        assert time.monotonic() - started >= 2.0
+        assert [w["id"] for w in body["workers"]] == [0]
+        assert list(pod.pids()["workers"]) == ["0"]
+
+        text = pod.metrics_text()
+        assert metric(text, "semipd_agent_failed_switches_total") == 2
+        assert metric(text, "semipd_agent_switches_total") == 0
+        assert metric(text, "semipd_agent_prefill_percent") == 50
+
+        # The engine kept the old share throughout, and a healthy switch still works.
+        assert "semipd_sim:prefill_percent 50.0" in pod.engine_metrics_text()
+        status, body = await asyncio.to_thread(pod.put_split, 60)
+        assert status == 200, body
+        assert body["prefillPercent"] == 60
+        assert body["lastError"]["requested"]["prefillPercent"] == 80  # last error is kept for the record
+    finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*load), timeout=60)
+    assert results
+    assert [r for r in results if not r.ok] == []
+
+
+async def test_worker_killed_mid_batch_is_replaced_and_its_requests_complete(
+    pod_factory: Callable[..., LocalPod],
+) -> None:
+    # Long prefills (8k tokens at 10 % share, speedup 2: about a second of wall time each) so the
+    # kill lands while a batch is in flight.
+    pod = pod_factory(PodOptions(speedup=2.0, prefill_percent=10))
+    control = ControlClient(control_socket(str(pod.run_dir)))
+    _, split = pod.admin("GET", "/v1/split")
+    victim = split["activeWorker"]
+    async with aiohttp.ClientSession() as session:
+        streams = [asyncio.ensure_future(stream_completion(session, pod.engine_url, 8000, 8)) for _ in range(2)]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            info = (await control.state()).worker(victim["id"])
+            if info is not None and info.inflight_batches:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("no prefill batch became in flight")
+        os.kill(victim["pid"], signal.SIGKILL)
+        results = await asyncio.wait_for(asyncio.gather(*streams), timeout=90)
+    assert [r.error for r in results if not r.ok] == []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        _, split = pod.admin("GET", "/v1/split")
+        if split["workerRestartsTotal"] == 1:
+            break
+        await asyncio.sleep(0.05)
+    assert split["workerRestartsTotal"] == 1
+    assert split["activeWorker"]["percent"] == 10  # replaced with the same share
+    assert split["activeWorker"]["pid"] != victim["pid"]
+    assert split["prefillPercent"] == 10
+    engine = pod.engine_metrics_text()
+    requeued = next(ln for ln in engine.splitlines() if ln.startswith("semipd_sim:requeued_requests_total"))
+    assert float(requeued.split()[1]) >= 1
+    assert metric(pod.metrics_text(), "semipd_agent_worker_restarts_total") == 1
