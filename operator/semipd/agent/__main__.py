@@ -72,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(agent options, engine command); the engine command is empty when `--` is missing."""
     if "--" not in argv:
-        raise UsageError("missing `-- <engine command...>`")
+        return list(argv), []
     i = list(argv).index("--")
     return list(argv[:i]), list(argv[i + 1 :])
 
@@ -141,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         agent_args, engine_argv = split_argv(args)
         ns = parser.parse_args(agent_args)
+        if not engine_argv:
+            raise UsageError("missing `-- <engine command...>`")
         logging.basicConfig(
             level=getattr(logging, str(ns.log_level).upper(), logging.INFO),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
