@@ -29,12 +29,13 @@ def topk_hit_probabilities(weights: Sequence[float], k: int) -> list[float]:
     while True:
         free = [i for i in range(n) if i not in capped]
         budget = k - len(capped)
+        if budget == 0 or not free:
+            return [1.0 if i in capped else 0.0 for i in range(n)]
         total = sum(weights[i] for i in free)
         c = budget / total
         newly = {i for i in free if c * weights[i] >= 1.0}
         if not newly:
-            q = [1.0 if i in capped else c * weights[i] for i in range(n)]
-            return q
+            return [1.0 if i in capped else c * weights[i] for i in range(n)]
         capped |= newly
 
 
