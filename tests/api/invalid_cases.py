@@ -112,10 +112,10 @@ CASES: tuple[Invalid, ...] = (
         (("spec.engine.env", [{"name": "X", "value": "1", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]),),
     ),
     Invalid(
-        "long-context-above-max",
+        "semipd-mode-without-split",
         "cel",
-        "spec.placement.kvCache.longContextThreshold",
-        (("spec.placement", {"kvCache": {"longContextThreshold": 65536}}),),
+        "spec.autoscaling.mode",
+        (("spec.semiPD", {"enabled": False}),),
     ),
     Invalid(
         "too-many-accelerators",
@@ -142,6 +142,7 @@ CASES: tuple[Invalid, ...] = (
         (
             ("spec.engine", {"kind": "vllm-ascend", "image": "quay.io/ascend/vllm-ascend:v0.11.0"}),
             ("spec.semiPD", {"enabled": False}),
+            ("spec.autoscaling", {"mode": "replicas"}),
             ("spec.nodePools", [_GPU_POOL]),
         ),
     ),

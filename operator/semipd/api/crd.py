@@ -11,11 +11,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, NoDefault
+from pydantic_core import core_schema
+
 from semipd.api import v1alpha1 as api
 from semipd.api.rules import RuleModel
 
 _DROP_KEYS = {"title", "propertyNames"}
-_OPTIONAL = "__optional__"
 
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
@@ -51,14 +54,13 @@ def _validations(model_name: str) -> list[dict[str, str]]:
 
 
 def _strip_nulls(node: dict[str, Any]) -> dict[str, Any]:
-    """Collapse `anyOf: [X, {type: null}]` (pydantic's Optional) into X, remembering it was optional."""
+    """Collapse `anyOf: [X, {type: null}]` (pydantic's Optional) into X: absence is how CRDs say null."""
     members = [m for m in node["anyOf"] if m.get("type") != "null"]
     if len(members) == len(node["anyOf"]):
         return node
     rest = {k: v for k, v in node.items() if k != "anyOf"}
     if rest.get("default", ...) is None:
         del rest["default"]
-    rest[_OPTIONAL] = True
     if len(members) == 1:
         merged = dict(members[0])
         merged.update(rest)
@@ -100,17 +102,6 @@ def _rewrite(node: Any, defs: dict[str, Any]) -> Any:
         raise ValueError(f"cannot express a union structurally: {out['anyOf']}")
     if "properties" in out:
         out.setdefault("type", "object")
-        required = set(out.get("required", []))
-        for name, prop in out["properties"].items():
-            # An absent optional object gets `{}` so the apiserver applies its nested defaults.
-            if (
-                name not in required
-                and "default" not in prop
-                and not prop.get(_OPTIONAL)
-                and prop.get("type") == "object"
-                and "properties" in prop
-            ):
-                prop["default"] = {}
     return out
 
 
@@ -121,15 +112,32 @@ def _clean(node: Any, *, in_status: bool = False) -> Any:
         return node
     out = {}
     for k, v in node.items():
-        if k == _OPTIONAL or (in_status and k == "default"):
+        if in_status and k == "default":  # status is written by us alone; defaults there only confuse
             continue
         out[k] = _clean(v, in_status=in_status)
     return out
 
 
+class _FactoryDefaults(GenerateJsonSchema):
+    """Publish a nested model's factory default as its schema default.
+
+    An absent optional object then gets its fully defaulted value from the apiserver (which also
+    checks that default against the object's CEL rules when the CRD is created).
+    """
+
+    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
+        factory = schema.get("default_factory")
+        if factory is not None and not schema.get("default_factory_takes_data"):
+            value = factory()  # type: ignore[call-arg]
+            if isinstance(value, BaseModel):
+                return value.model_dump(by_alias=True, exclude_none=True, mode="json")
+            return NoDefault
+        return super().get_default_value(schema)
+
+
 def schema_of(model: type[Any], *, in_status: bool = False) -> dict[str, Any]:
     """The structural OpenAPI v3 schema of one model, with its own CEL rules on top."""
-    raw = model.model_json_schema(by_alias=True, mode="validation")
+    raw = model.model_json_schema(by_alias=True, mode="validation", schema_generator=_FactoryDefaults)
     defs = raw.pop("$defs", {})
     rewritten = _rewrite(raw, defs)
     for rule in _validations(model.__name__):

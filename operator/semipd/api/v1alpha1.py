@@ -456,7 +456,7 @@ class KVCachePlacementSpec(ApiModel):
     """Which node pools serve which context lengths."""
 
     long_context_threshold: int = Field(default=32768, ge=256, le=10_000_000)
-    """Prompts longer than this (tokens) go to the node pools with the most KV-cache headroom per replica."""
+    """Prompts longer than this (tokens) go to the node pools with the most KV-cache headroom per replica (a threshold at or above model.maxContextLength turns steering off)."""
 
     policy: KVCachePolicy = KVCachePolicy.HEADROOM
     """`headroom` (steer long prompts by KV headroom) or `off`."""
@@ -514,17 +514,17 @@ class InferencePoolSpec(ApiModel):
             field_path=".placement.experts.enabled",
         ),
         Rule(
-            cel="self.placement.kvCache.longContextThreshold <= self.model.maxContextLength",
-            message="placement.kvCache.longContextThreshold must not exceed model.maxContextLength",
-            holds=lambda s: s.placement.kv_cache.long_context_threshold <= s.model.max_context_length,
-            field_path=".placement.kvCache.longContextThreshold",
+            cel="self.autoscaling.mode != 'semipd' || self.semiPD.enabled",
+            message="autoscaling.mode semipd moves splits, so it needs semiPD.enabled (or use mode replicas)",
+            holds=lambda s: s.autoscaling.mode != AutoscalingMode.SEMIPD or s.semi_pd.enabled,
+            field_path=".autoscaling.mode",
         ),
     )
 
     model: ModelSpec
     """The model served."""
 
-    engine: EngineSpec = Field(default_factory=EngineSpec)
+    engine: EngineSpec
     """The engine and its container settings (node pools may override parts)."""
 
     node_pools: list[NodePool] = Field(

@@ -45,6 +45,11 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     """All handlers of the operator, registered on a dedicated registry."""
     registry = kopf.OperatorRegistry()
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # A dedicated registry gets none of Kopf's default login handlers; use the client's config.
+        return kopf.login_via_client(**kwargs)
+
     @kopf.on.startup(registry=registry)
     async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_settings(settings)
@@ -61,7 +66,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             await memo["ctx"].close()
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    def track_node(event: dict[str, Any], body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+    def track_node(event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
         nodes = memo["ctx"].nodes
         if event.get("type") == "DELETED":
             nodes.pop(name, None)
@@ -69,8 +74,10 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             nodes[name] = node_info(dict(body))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def track_pool(event: dict[str, Any], namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+    def track_pool(event: kopf.RawEvent, namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
         pools = memo["ctx"].known_pools
+        if namespace is None:
+            return
         if event.get("type") == "DELETED":
             pools.discard((namespace, name))
         else:
@@ -79,8 +86,11 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
-    async def reconcile_pool(namespace: str, name: str, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
-        await reconcile(memo["ctx"], namespace, name, logger)
+    async def reconcile_pool(
+        namespace: str | None, name: str, memo: kopf.Memo, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any
+    ) -> None:
+        if namespace is not None:
+            await reconcile(memo["ctx"], namespace, name, logger)
 
     @kopf.on.probe(id="lastReconcileAgeSeconds", registry=registry)
     def reconcile_age(memo: kopf.Memo, **_: Any) -> float:

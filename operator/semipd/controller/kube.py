@@ -7,7 +7,7 @@ share one path (and, later, one server-side-apply field manager).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 from kubernetes.aio import client, config
 
@@ -17,9 +17,9 @@ from semipd.api.v1alpha1 import GROUP, PLURAL, VERSION
 async def new_api_client() -> client.ApiClient:
     """In-cluster credentials inside a pod, else $KUBECONFIG / ~/.kube/config."""
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
-        await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+        await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
     return client.ApiClient()
 
 
@@ -32,14 +32,12 @@ class PoolClient:
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The live object, or None if it is gone."""
         try:
-            obj: dict[str, Any] = await self._custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name
-            )
+            obj = await self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         except client.ApiException as err:
             if err.status == 404:
                 return None
             raise
-        return obj
+        return cast(dict[str, Any], obj)
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch `.status` through the status subresource."""

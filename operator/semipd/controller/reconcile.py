@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -93,7 +93,7 @@ async def reconcile(
         for t in result.transitions:
             bad = (t.new.status == ConditionStatus.TRUE) == (t.type in _BAD_WHEN_TRUE)
             kopf.event(
-                body,
+                kopf.Body(cast(kopf.RawBody, body)),
                 type="Warning" if bad and t.new.status != ConditionStatus.UNKNOWN else "Normal",
                 reason=t.new.reason,
                 message=f"{t.type}={t.new.status.value}: {t.new.message}"[:1024],

@@ -1,0 +1,56 @@
+"""What each engine kind can do, as the operator's semantic checks and the policy see it.
+
+Engine drivers (one per `engine.kind`) carry launch details; this table is the capability half
+they share with the operator: which accelerator vendors an engine runs on, whether it can change
+its prefill/decode split, and how (the switch mode decides the cost the policy weighs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from semipd.api.v1alpha1 import Accelerator, EngineKind
+
+
+class SwitchMode(StrEnum):
+    """How a split change happens (architecture.md, 'How a split change happens')."""
+
+    STANDBY_SWAP = "standby_swap"
+    RESTART = "restart"
+    MASK = "mask"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class EngineCapabilities:
+    """Capabilities of one engine kind."""
+
+    accelerators: frozenset[Accelerator]
+    switch_mode: SwitchMode
+    supports_expert_rebalance: bool = False
+
+    @property
+    def supports_split(self) -> bool:
+        """Whether the split can change at all (restart counts: it is a slow lever, not none)."""
+        return self.switch_mode != SwitchMode.NONE
+
+
+_NVIDIA = frozenset({Accelerator.NVIDIA})
+_ASCEND = frozenset({Accelerator.ASCEND})
+
+CAPABILITIES: dict[EngineKind, EngineCapabilities] = {
+    # Semi-PD `main` fixes the split at launch (SEMI_PD_*_SM_PERCENTILE): changing it relaunches.
+    EngineKind.SGLANG_SEMIPD: EngineCapabilities(_NVIDIA, SwitchMode.RESTART, supports_expert_rebalance=True),
+    # Co-located engines: no separate prefill/decode workers, nothing to split.
+    EngineKind.VLLM: EngineCapabilities(_NVIDIA, SwitchMode.NONE, supports_expert_rebalance=True),
+    EngineKind.VLLM_ASCEND: EngineCapabilities(_ASCEND, SwitchMode.NONE, supports_expert_rebalance=True),
+    EngineKind.MINDIE: EngineCapabilities(_ASCEND, SwitchMode.NONE),
+    # The simulated engine mirrors the DistServe-branch standby swap on either vendor.
+    EngineKind.SIM: EngineCapabilities(_NVIDIA | _ASCEND, SwitchMode.STANDBY_SWAP, supports_expert_rebalance=True),
+}
+
+
+def capabilities_of(kind: EngineKind) -> EngineCapabilities:
+    """Capabilities of `kind`."""
+    return CAPABILITIES[kind]
