@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the real control-plane binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kwok) from the Go module proxy into a cache outside the repo.
+# kube-scheduler, kubectl, kwok, prometheus) from the Go module proxy into a cache outside the repo.
 # Only what is missing (or has the wrong version) is built; a warm run takes seconds.
 set -euo pipefail
 
@@ -8,6 +8,8 @@ K8S_VERSION=${K8S_VERSION:-1.35.4}
 ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-0.8.0}
 HELM_VERSION=${HELM_VERSION:-3.21.4}
+# Prometheus 3.x is published to the Go proxy as module versions v0.3XX.Y (3.16.0 = v0.316.0).
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-3.16.0}
 CACHE=${SEMIPD_CACHE:-$HOME/.cache/semipd}
 BIN=$CACHE/bin
 BUILD=$CACHE/build
@@ -88,6 +90,22 @@ build_goinstall() {  # name module@version
   stamp "$name" "$want"
 }
 
+build_prometheus() {
+  # Debian's prometheus package (2.42) is built without Kubernetes service discovery, which the
+  # harness needs (role: pod). Build upstream with only that SD plugin (+ file/http/static); no
+  # web UI assets (those need npm), the HTTP API is complete without them.
+  local want="v$PROMETHEUS_VERSION" major minor patch
+  IFS=. read -r major minor patch <<<"$PROMETHEUS_VERSION"
+  local mod="v0.$((major * 100 + minor)).$patch"
+  stamp_ok prometheus "$want" && { log "prometheus $want: cached"; return; }
+  log "prometheus $want ($mod): go install (kubernetes SD only)"
+  GOBIN="$BIN" go install -trimpath -tags netgo,remove_all_sd,enable_kubernetes_sd \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION -X github.com/prometheus/common/version.Branch=go-proxy" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$mod"
+  stamp prometheus "$want"
+  log "done prometheus ($(du -h "$BIN/prometheus" | cut -f1))"
+}
+
 kwok_stages() {  # the Stage YAMLs kwok v0.8 needs (it has no built-in ones), out of the module cache
   local want="v$KWOK_VERSION" dest="$CACHE/kwok-stages/v$KWOK_VERSION"
   [ -f "$dest/pod/fast/pod-ready.yaml" ] && { log "kwok stages $want: cached"; return; }
@@ -104,9 +122,10 @@ for w in $what; do
   case $w in
     etcd) build_etcd ;;
     kwok) build_goinstall kwok "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"; kwok_stages ;;
+    prometheus) build_prometheus ;;
     helm) build_goinstall helm "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" ;;
     k8s) build_k8s ;;
-    all) build_etcd; build_goinstall kwok "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"; kwok_stages; build_k8s ;;
+    all) build_etcd; build_goinstall kwok "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"; kwok_stages; build_prometheus; build_k8s ;;
     *) echo "unknown target $w" >&2; exit 2 ;;
   esac
 done

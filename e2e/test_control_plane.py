@@ -60,7 +60,8 @@ def kubectl_json(cluster: Cluster, *args: str) -> Any:
 
 def install_crd(cluster: Cluster, path: Path) -> str:
     """kubectl apply a CRD and wait until it is Established; returns its name."""
-    out = cluster.kubectl("apply", "--server-side", "-f", str(path))
+    out = cluster.kubectl("apply", "--server-side", "-f", str(path), check=False)
+    assert out.returncode == 0, f"the apiserver refused {path.name}:\n{out.stderr}"
     name = out.stdout.split()[0].split("/", 1)[1]
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
     return name
@@ -207,13 +208,13 @@ def test_local_process_serves_http_on_its_pod_ip(cluster: Cluster, namespace: st
     # path, inside their own mount namespaces.
     dep = deployment(
         "web", namespace, replicas=2,
-        command=["python3", "-m", "http.server", "--bind", "$(POD_IP)", "--directory", "/semipd", "8080"],
+        command=["sh", "-c", 'echo "gpus=$NVIDIA_VISIBLE_DEVICES" >> /semipd/index.html && '
+                 "exec python3 -m http.server --bind $(POD_IP) --directory /semipd 8080"],
         limits={"nvidia.com/gpu": "1"},
         extra_pod_spec={
             "initContainers": [{
                 "name": "write-page", "image": "local",
-                "command": ["sh", "-c", 'echo "pod=$POD_NAME ip=$POD_IP gpus=$NVIDIA_VISIBLE_DEVICES" '
-                            "> /semipd/index.html"],
+                "command": ["sh", "-c", 'echo "pod=$POD_NAME ip=$POD_IP" > /semipd/index.html'],
                 "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                 "volumeMounts": [{"name": "shared", "mountPath": "/semipd"}],
             }],
@@ -229,6 +230,7 @@ def test_local_process_serves_http_on_its_pod_ip(cluster: Cluster, namespace: st
     pods = cluster.wait_pods(namespace, "app=web", 2)
     nodes = {n.metadata.name: n for n in cluster.core().list_node().items}
     assert len({p.status.pod_ip for p in pods}) == 2
+    devices: dict[str, set[str]] = {}
     for p in pods:
         ip = ipaddress.ip_address(p.status.pod_ip)
         assert ip in LOOPBACK
@@ -236,7 +238,12 @@ def test_local_process_serves_http_on_its_pod_ip(cluster: Cluster, namespace: st
         assert ip in ipaddress.ip_network(nodes[p.spec.node_name].spec.pod_cidr)
         r = httpx.get(f"http://{ip}:8080/index.html", timeout=5)
         assert r.status_code == 200
-        assert r.text.strip() == f"pod={p.metadata.name} ip={ip} gpus=0"
+        page, gpus = r.text.strip().split("\n")
+        assert page == f"pod={p.metadata.name} ip={ip}"
+        # The local kubelet hands out device indices per node, as the NVIDIA device plugin does.
+        assert gpus.removeprefix("gpus=") in {str(i) for i in range(8)}
+        assert gpus not in devices.setdefault(p.spec.node_name, set())
+        devices[p.spec.node_name].add(gpus)
         assert p.status.container_statuses[0].ready is True
         assert p.status.init_container_statuses[0].state.terminated.exit_code == 0
         # Nothing listens on the wildcard address: the process bound only its pod IP.
@@ -261,6 +268,9 @@ def test_prometheus_discovers_and_scrapes_annotated_pods(cluster: Cluster, names
     # Same server, not annotated for scraping: Prometheus must ignore it.
     ignored = deployment("unscraped", namespace, command=["python3", "-c", METRICS_SERVER])
     ignored["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "ANSWER", "value": "7"}]
+    for dep in (scraped, ignored):
+        dep["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] = {
+            "tcpSocket": {"port": 9400}, "periodSeconds": 1}
     cluster.apply(scraped, ignored)
     (pod,) = cluster.wait_pods(namespace, "app=metrics", 1)
     (other,) = cluster.wait_pods(namespace, "app=unscraped", 1)
@@ -278,18 +288,20 @@ def test_prometheus_discovers_and_scrapes_annotated_pods(cluster: Cluster, names
 
 
 def test_prometheus_can_be_stopped_and_restarted(cluster: Cluster) -> None:
-    before = cluster.prometheus_query("count(up)")
-    assert before
+    own = 'up{job="prometheus"} == 1'
+    wait_until(lambda: cluster.prometheus_query(own), timeout=30, what="Prometheus scraping itself")
+    t_before = time.time()
     cluster.stop_prometheus()
     try:
         with pytest.raises(httpx.ConnectError):
             cluster.prometheus_query("up")
+        assert not cluster.process_alive("prometheus")
     finally:
         cluster.start_prometheus()
-    assert cluster.prometheus_query("vector(1)")[0]["value"][1] == "1"
-    # The TSDB survived the restart: samples from before the stop are still there.
-    t_before = time.time() - 5
-    assert cluster.prometheus_query(f"count(up @ {t_before:.0f})")
+    assert cluster.process_alive("prometheus")
+    # Same URL, and the TSDB survived the restart: the sample from before the stop is still there.
+    assert cluster.prometheus_query(f'up{{job="prometheus"}} @ {t_before:.3f}')
+    wait_until(lambda: cluster.prometheus_query(own), timeout=30, what="Prometheus scraping again")
 
 
 # --- lifecycle ------------------------------------------------------------------------------

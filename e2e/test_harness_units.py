@@ -268,8 +268,9 @@ def test_kwok_stages_missing_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_prometheus_config_discovers_annotated_pods_by_ip(tmp_path: Path) -> None:
-    cfg = prometheus.config("https://127.0.0.1:6443", Pki(tmp_path))
-    (job,) = cfg["scrape_configs"]
+    cfg = prometheus.config("https://127.0.0.1:6443", Pki(tmp_path), 9090)
+    own, job = cfg["scrape_configs"]
+    assert own["static_configs"] == [{"targets": ["127.0.0.1:9090"]}]
     assert job["kubernetes_sd_configs"][0]["role"] == "pod"
     assert job["kubernetes_sd_configs"][0]["api_server"] == "https://127.0.0.1:6443"
     relabel = job["relabel_configs"]

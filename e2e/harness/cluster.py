@@ -211,6 +211,7 @@ class Cluster:
         if reuse and self.is_running():
             log(f"reusing running cluster in {self.paths.root}")
             self.set_node_pools(pools)
+            self.start_prometheus()  # a test may have left it stopped
             return True
         if self.state:
             log("previous cluster is not (fully) running: tearing it down first")
@@ -332,7 +333,7 @@ class Cluster:
         if self.process_alive("prometheus"):
             return
         cfg = self.paths.prometheus / "prometheus.yml"
-        prometheus.write_config(cfg, self.api_url, self.pki)
+        prometheus.write_config(cfg, self.api_url, self.pki, self.ports.prometheus)
         self._start("prometheus", prometheus.argv(cfg, self.paths.prometheus / "data", self.ports.prometheus))
         self._await("prometheus", lambda: components.prometheus_ready(self.ports.prometheus), timeout)
         self.state["prometheus_stopped"] = False

@@ -12,7 +12,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "prometheus")
 """Go binaries every cluster needs; built by e2e/build-binaries.sh."""
 
 LOCAL_EXEC_ANNOTATION = "semipd.io/local-exec"

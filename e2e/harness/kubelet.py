@@ -140,7 +140,10 @@ class Kubelet:
         try:
             self.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=body)
         except Exception as exc:  # events are best effort, as in the real kubelet
-            log(f"event {reason} for {meta['namespace']}/{meta['name']} not recorded: {exc}")
+            status = getattr(exc, "status", None)
+            if status != 403:  # 403: the namespace is terminating
+                log(f"event {reason} for {meta['namespace']}/{meta['name']} not recorded: "
+                    f"{type(exc).__name__} {status or exc}")
 
     def force_delete(self, namespace: str, name: str, uid: str) -> None:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,

@@ -1,4 +1,7 @@
-"""Prometheus (Debian's package) configured to discover pods through the local apiserver.
+"""Prometheus configured to discover pods through the local apiserver.
+
+The binary is upstream Prometheus built from the Go module proxy by build-binaries.sh: Debian's
+package (2.42) is compiled without Kubernetes service discovery.
 
 Services get no endpoints on 127/8 pod IPs, so discovery is `kubernetes_sd_configs` role `pod`;
 pods opt in with the usual annotations prometheus.io/scrape, prometheus.io/port and
@@ -7,12 +10,12 @@ prometheus.io/path, and are scraped at podIP:port.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from . import config as harness_config
 from .pki import Pki
 
 SCRAPE_INTERVAL = "2s"
@@ -37,7 +40,7 @@ def _annotation(name: str) -> str:
     return "__meta_kubernetes_pod_annotation_" + "".join(c if c.isalnum() else "_" for c in name)
 
 
-def config(api_url: str, pki: Pki, scrape_interval: str = SCRAPE_INTERVAL) -> dict[str, Any]:
+def config(api_url: str, pki: Pki, self_port: int, scrape_interval: str = SCRAPE_INTERVAL) -> dict[str, Any]:
     tls = {
         "ca_file": str(pki.ca_cert),
         "cert_file": str(pki.client_cert("prometheus")),
@@ -78,6 +81,8 @@ def config(api_url: str, pki: Pki, scrape_interval: str = SCRAPE_INTERVAL) -> di
             "evaluation_interval": scrape_interval,
         },
         "scrape_configs": [
+            # Prometheus itself: a series that always exists (e.g. to prove the TSDB survives a restart).
+            {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{self_port}"]}]},
             {
                 "job_name": "kubernetes-pods",
                 "kubernetes_sd_configs": [{"role": "pod", "api_server": api_url, "tls_config": tls}],
@@ -88,10 +93,10 @@ def config(api_url: str, pki: Pki, scrape_interval: str = SCRAPE_INTERVAL) -> di
 
 
 def binary() -> str:
-    path = shutil.which("prometheus")
-    if not path:
-        raise FileNotFoundError("prometheus not installed: run e2e/install-deps.sh")
-    return path
+    path = harness_config.binary("prometheus")
+    if not path.exists():
+        raise FileNotFoundError(f"{path} missing: run e2e/build-binaries.sh prometheus")
+    return str(path)
 
 
 def argv(config_file: Path, data_dir: Path, port: int) -> list[str]:
@@ -106,6 +111,6 @@ def argv(config_file: Path, data_dir: Path, port: int) -> list[str]:
     ]
 
 
-def write_config(path: Path, api_url: str, pki: Pki) -> None:
+def write_config(path: Path, api_url: str, pki: Pki, self_port: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config(api_url, pki), sort_keys=False))
+    path.write_text(yaml.safe_dump(config(api_url, pki, self_port), sort_keys=False))
