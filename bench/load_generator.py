@@ -23,30 +23,7 @@ from pathlib import Path
 from semipd.load import LoadConfig, run_load
 from semipd.sim.traces import TraceRequest
 
-SERVER = r'''
-import asyncio, json, sys
-from aiohttp import web
-async def completions(request):
-    body = await request.json()
-    n = int(body["max_tokens"])
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(request)
-    for i in range(n):
-        fin = "length" if i == n - 1 else None
-        await resp.write(("data: " + json.dumps({"choices": [{"index": 0, "text": " t", "finish_reason": fin}]}) + "\n\n").encode())
-    await resp.write(("data: " + json.dumps({"choices": [], "usage": {"completion_tokens": n}}) + "\n\ndata: [DONE]\n\n").encode())
-    return resp
-async def main():
-    app = web.Application()
-    app.router.add_post("/v1/completions", completions)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    print(runner.addresses[0][1], flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-'''
+SERVER = Path(__file__).with_name("instant_openai_server.py")
 
 
 def cpu_self() -> float:
@@ -74,7 +51,7 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "load_generator.md"))
     args = ap.parse_args()
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, str(SERVER)], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
@@ -97,7 +74,8 @@ def main() -> int:
         "is one asyncio thread, so requests per CPU-second is its one-core capacity. The 2-core machine is",
         "shared with the server and other jobs, so wall-clock rates understate it.",
         "",
-        "| output tokens | prompt tokens | prompt text | requests | wall req/s | req per CPU-s | chunks per CPU-s | generator CPU use |",
+        "| output tokens | prompt tokens | prompt text | requests | wall req/s | req per CPU-s "
+        "| chunks per CPU-s | generator CPU use |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for out_tokens, in_tokens, mode, n, m in rows:

@@ -111,14 +111,36 @@ def test_non_loopback_endpoints_are_refused_unless_allowed() -> None:
         check_endpoint("ftp://127.0.0.1/x", allow_remote=False)
 
 
-def test_cli_runs_synthetic_load_and_writes_json(fake_engine: FakeEngine, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_runs_synthetic_load_and_writes_json(
+    fake_engine: FakeEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run.json"
-    code = main([
-        "--synthetic", "poisson", "--rate", "50", "--max-requests", "20", "--endpoint", fake_engine.url,
-        "--input-tokens", "100", "--output-tokens", "5", "--ttft-slo", "2", "--itl-slo", "0.5",
-        "--json", str(out), "--no-progress", "--prompt-text", "stub", "--fail-on-error",
-    ])
+    code = main(
+        [
+            "--synthetic",
+            "poisson",
+            "--rate",
+            "50",
+            "--max-requests",
+            "20",
+            "--endpoint",
+            fake_engine.url,
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "5",
+            "--ttft-slo",
+            "2",
+            "--itl-slo",
+            "0.5",
+            "--json",
+            str(out),
+            "--no-progress",
+            "--prompt-text",
+            "stub",
+            "--fail-on-error",
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "requests 20  ok 20" in text
@@ -133,10 +155,12 @@ def test_cli_runs_synthetic_load_and_writes_json(fake_engine: FakeEngine, tmp_pa
 
 def test_cli_replays_a_trace_file_time_compressed(fake_engine: FakeEngine, tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    trace.write_text("".join(
-        json.dumps({"timestamp": i * 1000, "input_length": 600, "output_length": 3, "hash_ids": [0, i + 1]}) + "\n"
-        for i in range(5)
-    ))
+    trace.write_text(
+        "".join(
+            json.dumps({"timestamp": i * 1000, "input_length": 600, "output_length": 3, "hash_ids": [0, i + 1]}) + "\n"
+            for i in range(5)
+        )
+    )
     t0 = time.perf_counter()
     assert main(["--trace", str(trace), "--time-scale", "20", "--endpoint", fake_engine.url, "--no-progress"]) == 0
     assert time.perf_counter() - t0 < 3.0  # 4 s of trace at 20x
@@ -144,26 +168,75 @@ def test_cli_replays_a_trace_file_time_compressed(fake_engine: FakeEngine, tmp_p
     assert all(b["semipd_prompt_tokens"] == 600 for b in fake_engine.bodies)
 
 
-def test_cli_errors_exit_2_and_fail_on_error_exits_1(fake_engine: FakeEngine,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--synthetic", "poisson", "--rate", "1", "--max-requests", "1",
-                 "--endpoint", "http://10.1.2.3:80"]) == 2
+def test_cli_errors_exit_2_and_fail_on_error_exits_1(
+    fake_engine: FakeEngine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["--synthetic", "poisson", "--rate", "1", "--max-requests", "1", "--endpoint", "http://10.1.2.3:80"]) == 2
+    )
     assert "allow-remote" in capsys.readouterr().err
     assert main(["--synthetic", "poisson", "--rate", "1", "--endpoint", fake_engine.url]) == 2
     assert "--duration or --max-requests" in capsys.readouterr().err
-    assert main(["--synthetic", "poisson", "--rate", "100", "--max-requests", "2", "--model", "http500",
-                 "--endpoint", fake_engine.url, "--fail-on-error", "--no-progress"]) == 1
+    assert (
+        main(
+            [
+                "--synthetic",
+                "poisson",
+                "--rate",
+                "100",
+                "--max-requests",
+                "2",
+                "--model",
+                "http500",
+                "--endpoint",
+                fake_engine.url,
+                "--fail-on-error",
+                "--no-progress",
+            ]
+        )
+        == 1
+    )
 
 
 def test_cli_describe_prints_schedule_without_sending(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--synthetic", "gamma", "--cv", "2", "--rate", "10", "--duration", "30",
-                 "--endpoint", "http://127.0.0.1:9", "--describe"]) == 0
+    assert (
+        main(
+            [
+                "--synthetic",
+                "gamma",
+                "--cv",
+                "2",
+                "--rate",
+                "10",
+                "--duration",
+                "30",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--describe",
+            ]
+        )
+        == 0
+    )
     assert "req/s" in capsys.readouterr().out
 
 
 def test_progress_bar_renders_on_request(fake_engine: FakeEngine, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--synthetic", "poisson", "--rate", "100", "--max-requests", "3", "--endpoint", fake_engine.url,
-                 "--progress"]) == 0
+    assert (
+        main(
+            [
+                "--synthetic",
+                "poisson",
+                "--rate",
+                "100",
+                "--max-requests",
+                "3",
+                "--endpoint",
+                fake_engine.url,
+                "--progress",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "3/3 done" in err
 
@@ -173,7 +246,25 @@ def test_synthetic_schedule_is_reproducible_from_seed() -> None:
 
 
 def test_cli_prompt_token_field_name_is_configurable(fake_engine: FakeEngine) -> None:
-    assert main(["--synthetic", "poisson", "--rate", "100", "--max-requests", "1", "--input-tokens", "77",
-                 "--endpoint", fake_engine.url, "--prompt-tokens-field", "prompt_tokens", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "--synthetic",
+                "poisson",
+                "--rate",
+                "100",
+                "--max-requests",
+                "1",
+                "--input-tokens",
+                "77",
+                "--endpoint",
+                fake_engine.url,
+                "--prompt-tokens-field",
+                "prompt_tokens",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert fake_engine.bodies[0]["prompt_tokens"] == 77
     assert "semipd_prompt_tokens" not in fake_engine.bodies[0]

@@ -270,16 +270,19 @@ def test_moe_prefill_uses_active_parameters() -> None:
 # --- shape properties -----------------------------------------------------------------------------
 
 ANY_MODEL = st.sampled_from(
-    [("a100", "llama-3-8b", 1), ("h100", "llama-3-70b", 4), ("ascend-910b3", "qwen3-30b-a3b", 2),
-     ("h200", "deepseek-v3", 8), ("a100", "opt-13b", 2)]
+    [
+        ("a100", "llama-3-8b", 1),
+        ("h100", "llama-3-70b", 4),
+        ("ascend-910b3", "qwen3-30b-a3b", 2),
+        ("h200", "deepseek-v3", 8),
+        ("a100", "opt-13b", 2),
+    ]
 )
 
 
 @settings(max_examples=200, deadline=None)
 @given(ANY_MODEL, st.lists(st.integers(1, 8192), min_size=1, max_size=8), st.floats(0.05, 1.0))
-def test_prefill_is_monotone_in_share_and_tokens(
-    combo: tuple[str, str, int], lens: list[int], share: float
-) -> None:
+def test_prefill_is_monotone_in_share_and_tokens(combo: tuple[str, str, int], lens: list[int], share: float) -> None:
     model = LatencyModel.from_names(*combo)
     t = model.prefill_time(lens, share)
     assert t > 0

@@ -45,8 +45,12 @@ REAL = [
 @needs_traces
 @pytest.mark.parametrize(("name", "count", "duration", "rate", "inp", "out"), REAL)
 def test_real_trace_matches_published_statistics(
-    name: str, count: int, duration: float, rate: float | None,
-    inp: tuple[int, int, int], out: tuple[int, int, int],
+    name: str,
+    count: int,
+    duration: float,
+    rate: float | None,
+    inp: tuple[int, int, int],
+    out: tuple[int, int, int],
 ) -> None:
     reqs = load_trace(name)
     assert len(reqs) == count

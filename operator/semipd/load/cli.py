@@ -48,8 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", help=f"trace file (.csv Azure 2023, .jsonl Mooncake) or one of {sorted(KNOWN_TRACES)}")
     src.add_argument("--synthetic", choices=["poisson", "gamma"], help="synthetic renewal arrivals at --rate")
-    p.add_argument("--endpoint", action="append", required=True,
-                   help="base URL, e.g. http://127.0.0.1:8000 (repeat or comma-separate for several)")
+    p.add_argument(
+        "--endpoint",
+        action="append",
+        required=True,
+        help="base URL, e.g. http://127.0.0.1:8000 (repeat or comma-separate for several)",
+    )
     p.add_argument("--model", default="default", help="model name sent in the request body")
     rate = p.add_mutually_exclusive_group()
     rate.add_argument("--rate", type=_positive, help="mean arrival rate, req/s (trace: rescale time to it)")
@@ -66,19 +70,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-output-tokens", type=_positive_int, help="clip output lengths")
     p.add_argument("--concurrency", type=_positive_int, default=64, help="max requests in flight")
     p.add_argument("--request-timeout", type=_positive, default=300.0, help="per-request timeout, s")
-    p.add_argument("--drain-timeout", type=_positive, default=60.0,
-                   help="after the last dispatch, wait this long for in-flight requests, then cancel them")
+    p.add_argument(
+        "--drain-timeout",
+        type=_positive,
+        default=60.0,
+        help="after the last dispatch, wait this long for in-flight requests, then cancel them",
+    )
     p.add_argument("--ttft-slo", type=_positive, help="TTFT SLO, seconds")
     p.add_argument("--itl-slo", type=_positive, help="inter-token (per-request TPOT) SLO, seconds")
     p.add_argument("--json", dest="json_path", help="write per-request results and the summary here")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: only when stderr is a terminal)")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: only when stderr is a terminal)",
+    )
     p.add_argument("--allow-remote", action="store_true", help="allow endpoints outside the loopback network")
-    p.add_argument("--prompt-text", choices=["full", "stub"], default="full",
-                   help="full: prompt text of about the trace's length; stub: short text (simulated engine)")
+    p.add_argument(
+        "--prompt-text",
+        choices=["full", "stub"],
+        default="full",
+        help="full: prompt text of about the trace's length; stub: short text (simulated engine)",
+    )
     p.add_argument("--no-extensions", action="store_true", help="do not send the prompt token count field")
-    p.add_argument("--prompt-tokens-field", default=PROMPT_TOKENS_FIELD,
-                   help="name of the extension field carrying the prompt token count")
+    p.add_argument(
+        "--prompt-tokens-field",
+        default=PROMPT_TOKENS_FIELD,
+        help="name of the extension field carrying the prompt token count",
+    )
     p.add_argument("--api-path", default="/v1/completions")
     p.add_argument("--describe", action="store_true", help="print the schedule's statistics and exit")
     p.add_argument("--fail-on-error", action="store_true", help="exit 1 if any request did not succeed")
@@ -94,9 +113,14 @@ def build_schedule(ns: argparse.Namespace) -> list[TraceRequest]:
             raise ValueError("--synthetic needs --duration or --max-requests")
         lengths = load_trace(ns.lengths_from) if ns.lengths_from else None
         reqs = synthetic(
-            ns.rate, count=ns.max_requests, duration_s=ns.duration,
-            cv=1.0 if ns.synthetic == "poisson" else ns.cv, input_tokens=ns.input_tokens,
-            output_tokens=ns.output_tokens, lengths_from=lengths, seed=ns.seed,
+            ns.rate,
+            count=ns.max_requests,
+            duration_s=ns.duration,
+            cv=1.0 if ns.synthetic == "poisson" else ns.cv,
+            input_tokens=ns.input_tokens,
+            output_tokens=ns.output_tokens,
+            lengths_from=lengths,
+            seed=ns.seed,
         )
     else:
         reqs = load_trace(ns.trace)
@@ -131,9 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     endpoints = tuple(e.strip() for arg in ns.endpoint for e in arg.split(",") if e.strip())
     try:
         config = LoadConfig(
-            endpoints=endpoints, model=ns.model, concurrency=ns.concurrency, max_requests=ns.max_requests,
-            duration_s=ns.duration, request_timeout_s=ns.request_timeout, drain_timeout_s=ns.drain_timeout,
-            api_path=ns.api_path, prompt_text=ns.prompt_text, extensions=not ns.no_extensions,
+            endpoints=endpoints,
+            model=ns.model,
+            concurrency=ns.concurrency,
+            max_requests=ns.max_requests,
+            duration_s=ns.duration,
+            request_timeout_s=ns.request_timeout,
+            drain_timeout_s=ns.drain_timeout,
+            api_path=ns.api_path,
+            prompt_text=ns.prompt_text,
+            extensions=not ns.no_extensions,
             prompt_tokens_field=ns.prompt_tokens_field,
             allow_remote=ns.allow_remote,
         )

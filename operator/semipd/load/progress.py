@@ -12,10 +12,7 @@ def render(p: Progress, width: int = 30) -> str:
     frac = p.done / p.total if p.total else 1.0
     filled = round(frac * width)
     bar = "#" * filled + "-" * (width - filled)
-    return (
-        f"[{bar}] {p.done}/{p.total} done  {p.in_flight} in flight  {p.failed} failed  "
-        f"{p.elapsed_s:.0f} s"
-    )
+    return f"[{bar}] {p.done}/{p.total} done  {p.in_flight} in flight  {p.failed} failed  {p.elapsed_s:.0f} s"
 
 
 class ProgressBar:

@@ -57,8 +57,7 @@ def prompt_text(req: TraceRequest, index: int, mode: PromptText = "full") -> str
         parts = [_block_text(h) for h in req.hash_ids[:-1]]
         tail = n - BLOCK_TOKENS * (len(req.hash_ids) - 1)
         if tail > 0:
-            parts.append(_block_text(req.hash_ids[-1]) if tail >= BLOCK_TOKENS else
-                         _words(req.hash_ids[-1] + 1, tail))
+            parts.append(_block_text(req.hash_ids[-1]) if tail >= BLOCK_TOKENS else _words(req.hash_ids[-1] + 1, tail))
         return " ".join(parts)
     marker = f"request {index}:"
     rest = max(0, n - 3)
@@ -71,8 +70,14 @@ def prompt_text(req: TraceRequest, index: int, mode: PromptText = "full") -> str
 
 
 def completion_body(
-    req: TraceRequest, index: int, model: str, *, mode: PromptText = "full", extensions: bool = True,
-    ignore_eos: bool = True, prompt_tokens_field: str = PROMPT_TOKENS_FIELD,
+    req: TraceRequest,
+    index: int,
+    model: str,
+    *,
+    mode: PromptText = "full",
+    extensions: bool = True,
+    ignore_eos: bool = True,
+    prompt_tokens_field: str = PROMPT_TOKENS_FIELD,
 ) -> dict[str, Any]:
     """OpenAI /v1/completions streaming body for one trace request."""
     body: dict[str, Any] = {

@@ -85,9 +85,7 @@ class LoadConfig:
                 raise ValueError(f"{name} must be positive")
         if self.duration_s is not None and self.duration_s <= 0:
             raise ValueError("duration_s must be positive")
-        object.__setattr__(
-            self, "endpoints", tuple(check_endpoint(e, self.allow_remote) for e in self.endpoints)
-        )
+        object.__setattr__(self, "endpoints", tuple(check_endpoint(e, self.allow_remote) for e in self.endpoints))
 
 
 @dataclass(frozen=True)
@@ -175,16 +173,28 @@ async def run_load(
         async def one(i: int, req: TraceRequest) -> None:
             endpoint = config.endpoints[i % len(config.endpoints)]
             body = completion_body(
-                req, i, config.model, mode=config.prompt_text, extensions=config.extensions,
-                ignore_eos=config.ignore_eos, prompt_tokens_field=config.prompt_tokens_field,
+                req,
+                i,
+                config.model,
+                mode=config.prompt_text,
+                extensions=config.extensions,
+                ignore_eos=config.ignore_eos,
+                prompt_tokens_field=config.prompt_tokens_field,
             )
             slot = await slots.get()
             progress.in_flight += 1
             try:
                 res = await stream_completion(
-                    clients[slot // _POOL_SIZE], endpoint + config.api_path, body, index=i, endpoint=endpoint,
-                    scheduled_at_s=req.arrival_s, run_start=start, input_tokens=req.input_tokens,
-                    timeout_s=config.request_timeout_s, require_full_length=config.ignore_eos,
+                    clients[slot // _POOL_SIZE],
+                    endpoint + config.api_path,
+                    body,
+                    index=i,
+                    endpoint=endpoint,
+                    scheduled_at_s=req.arrival_s,
+                    run_start=start,
+                    input_tokens=req.input_tokens,
+                    timeout_s=config.request_timeout_s,
+                    require_full_length=config.ignore_eos,
                 )
             finally:
                 progress.in_flight -= 1
@@ -227,16 +237,25 @@ async def run_load(
         on_progress(progress)
     results.sort(key=lambda r: r.index)
     return LoadResult(
-        config=config, results=tuple(results), started_at_unix=started_unix, duration_s=end - start,
-        schedule_size=len(schedule), dispatched=progress.dispatched,
+        config=config,
+        results=tuple(results),
+        started_at_unix=started_unix,
+        duration_s=end - start,
+        schedule_size=len(schedule),
+        dispatched=progress.dispatched,
     )
 
 
 def _cancelled(i: int, req: TraceRequest, config: LoadConfig, start: float) -> RequestResult:
     return RequestResult(
-        index=i, endpoint=config.endpoints[i % len(config.endpoints)], scheduled_at_s=req.arrival_s,
-        sent_at_s=time.perf_counter() - start, input_tokens=req.input_tokens,
-        max_tokens=max(1, req.output_tokens), status="cancelled", error="still running when the drain timeout ended",
+        index=i,
+        endpoint=config.endpoints[i % len(config.endpoints)],
+        scheduled_at_s=req.arrival_s,
+        sent_at_s=time.perf_counter() - start,
+        input_tokens=req.input_tokens,
+        max_tokens=max(1, req.output_tokens),
+        status="cancelled",
+        error="still running when the drain timeout ended",
     )
 
 

@@ -84,8 +84,12 @@ class Distribution:
         if not ordered:
             return cls(0)
         return cls(
-            count=len(ordered), mean=math.fsum(ordered) / len(ordered), p50=quantile(ordered, 0.5),
-            p90=quantile(ordered, 0.9), p99=quantile(ordered, 0.99), max=ordered[-1],
+            count=len(ordered),
+            mean=math.fsum(ordered) / len(ordered),
+            p50=quantile(ordered, 0.5),
+            p90=quantile(ordered, 0.9),
+            p99=quantile(ordered, 0.99),
+            max=ordered[-1],
         )
 
 
@@ -180,8 +184,13 @@ def format_summary(s: Summary) -> str:
         f"throughput {s.throughput_rps:.2f} req/s  output {s.output_tokens_per_s:.0f} tok/s",
         f"{'ms':<14}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}",
     ]
-    for label, d in (("TTFT", s.ttft), ("ITL (chunks)", s.itl), ("TPOT (req)", s.tpot), ("E2E", s.e2e),
-                     ("client queue", s.client_queue)):
+    for label, d in (
+        ("TTFT", s.ttft),
+        ("ITL (chunks)", s.itl),
+        ("TPOT (req)", s.tpot),
+        ("E2E", s.e2e),
+        ("client queue", s.client_queue),
+    ):
         lines.append(f"{label:<14}{_ms(d.mean):>10}{_ms(d.p50):>10}{_ms(d.p90):>10}{_ms(d.p99):>10}{_ms(d.max):>10}")
     if s.slo_attainment is not None:
         lines.append(

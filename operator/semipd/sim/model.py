@@ -60,9 +60,7 @@ class LatencyModel:
         "tp",
     )
 
-    def __init__(
-        self, hardware: HardwareProfile, model: ModelProfile, tp: int = 1, mem_fraction: float = 0.9
-    ) -> None:
+    def __init__(self, hardware: HardwareProfile, model: ModelProfile, tp: int = 1, mem_fraction: float = 0.9) -> None:
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp}")
         if not 0.0 < mem_fraction <= 1.0:
@@ -90,9 +88,7 @@ class LatencyModel:
             # Two all-reduces per layer (after attention and after the MLP), ring algorithm.
             self._allreduce_latency = 2 * m.layers * hw.allreduce_latency_s
             ring = 2.0 * (tp - 1) / tp
-            self._allreduce_per_token = (
-                2 * m.layers * ring * m.hidden * 2.0 / (hw.allreduce_bandwidth_gbs * GB)
-            )
+            self._allreduce_per_token = 2 * m.layers * ring * m.hidden * 2.0 / (hw.allreduce_bandwidth_gbs * GB)
         else:
             self._allreduce_latency = 0.0
             self._allreduce_per_token = 0.0
@@ -190,8 +186,9 @@ class LatencyModel:
                 context += p + c
         if new <= 0:
             return 0.0
-        compute = (self._flops_per_token * new / self._compute
-                   + self._attn_flops_per_pair * pairs / self._prefill_attn_compute) / s
+        compute = (
+            self._flops_per_token * new / self._compute + self._attn_flops_per_pair * pairs / self._prefill_attn_compute
+        ) / s
         weights = self._dense_weight_bytes + self._expert_bytes * self.expected_experts_touched(new)
         slowdown = self.bandwidth_slowdown(s)
         memory = (weights + self._kv_bytes * context) / self._bandwidth * slowdown
@@ -214,13 +211,10 @@ class LatencyModel:
         memory = (weights + self._kv_bytes * kv_tokens) / self._bandwidth * self.bandwidth_slowdown(y)
         if prefill_running:
             memory *= 1.0 + hw.colocation_beta
-        compute = (self._flops_per_token * batch_size + self._attn_flops_per_pair * kv_tokens) / (
-            self._compute * y
-        )
+        compute = (self._flops_per_token * batch_size + self._attn_flops_per_pair * kv_tokens) / (self._compute * y)
         comm = self._allreduce_latency + self._allreduce_per_token * batch_size if self.tp > 1 else 0.0
         return (
-            (memory if memory > compute else compute)
-            + comm + self._decode_t0 + hw.per_sequence_overhead_s * batch_size
+            (memory if memory > compute else compute) + comm + self._decode_t0 + hw.per_sequence_overhead_s * batch_size
         )
 
     # --- lifecycle costs --------------------------------------------------------------------------

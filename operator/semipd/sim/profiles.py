@@ -114,8 +114,13 @@ GB = 1e9
 _GIB_IN_GB = 2**30 / GB
 
 A100 = HardwareProfile(
-    name="a100", vendor="nvidia", peak_tflops=312.0, hbm_gb=80.0, hbm_bandwidth_tbs=2.039,
-    compute_units=108, partition_granularity=2,
+    name="a100",
+    vendor="nvidia",
+    peak_tflops=312.0,
+    hbm_gb=80.0,
+    hbm_bandwidth_tbs=2.039,
+    compute_units=108,
+    partition_granularity=2,
     mfu=0.81,  # DistServe OPT-13B TP1 prefill slope 0.1019 ms/token
     attention_efficiency=0.184,  # DistServe quadratic coefficient 7.12e-6 ms/token^2
     bandwidth_efficiency=0.635,  # DistServe decode intercept 19.93 ms and slope 6.27e-4 ms/token
@@ -135,23 +140,45 @@ A100 = HardwareProfile(
 )
 
 H100 = replace(
-    A100, name="h100", peak_tflops=989.4, hbm_gb=80.0, hbm_bandwidth_tbs=3.35, compute_units=132,
-    mfu=0.6, attention_efficiency=0.5, bandwidth_efficiency=0.82,
+    A100,
+    name="h100",
+    peak_tflops=989.4,
+    hbm_gb=80.0,
+    hbm_bandwidth_tbs=3.35,
+    compute_units=132,
+    mfu=0.6,
+    attention_efficiency=0.5,
+    bandwidth_efficiency=0.82,
     allreduce_bandwidth_gbs=150.0,  # A100 fit x NVLink4/NVLink3 (450/300 GB/s per direction)
-    prefill_overhead_s=0.005, prefill_unhidden_weight_fraction=0.0,
-    decode_overhead_s=0.0003, per_sequence_overhead_s=0.02e-3,
+    prefill_overhead_s=0.005,
+    prefill_unhidden_weight_fraction=0.0,
+    decode_overhead_s=0.0003,
+    per_sequence_overhead_s=0.02e-3,
 )
 
 ASCEND_910B2 = HardwareProfile(
-    name="ascend-910b2", vendor="ascend",
+    name="ascend-910b2",
+    vendor="ascend",
     peak_tflops=354.0,  # 24 AIC x 1.8 GHz x 16^3 MAC x 2
-    hbm_gb=64.0 * _GIB_IN_GB, hbm_bandwidth_tbs=1.6, compute_units=24, partition_granularity=1,
-    mfu=0.5, attention_efficiency=0.35, bandwidth_efficiency=0.65,
-    decode_share_sensitivity=0.595, decode_share_knee=1.0, colocation_beta=0.2,
-    allreduce_bandwidth_gbs=50.0, allreduce_latency_s=20e-6,
-    prefill_overhead_s=0.008, prefill_unhidden_weight_fraction=0.0,
-    decode_overhead_s=0.001, per_sequence_overhead_s=0.03e-3,
-    worker_start_s=5.0, weight_load_gbs=2.0, graph_capture_s=20.0,
+    hbm_gb=64.0 * _GIB_IN_GB,
+    hbm_bandwidth_tbs=1.6,
+    compute_units=24,
+    partition_granularity=1,
+    mfu=0.5,
+    attention_efficiency=0.35,
+    bandwidth_efficiency=0.65,
+    decode_share_sensitivity=0.595,
+    decode_share_knee=1.0,
+    colocation_beta=0.2,
+    allreduce_bandwidth_gbs=50.0,
+    allreduce_latency_s=20e-6,
+    prefill_overhead_s=0.008,
+    prefill_unhidden_weight_fraction=0.0,
+    decode_overhead_s=0.001,
+    per_sequence_overhead_s=0.03e-3,
+    worker_start_s=5.0,
+    weight_load_gbs=2.0,
+    graph_capture_s=20.0,
 )
 
 HARDWARE: dict[str, HardwareProfile] = {
@@ -167,11 +194,13 @@ HARDWARE: dict[str, HardwareProfile] = {
         ASCEND_910B2,
         replace(ASCEND_910B2, name="ascend-910b3", peak_tflops=295.0, hbm_gb=64.0, compute_units=20),
         # 910B4: 20 AIC at a 1.5 GHz cube clock (the clock is unverified).
-        replace(ASCEND_910B2, name="ascend-910b4", peak_tflops=246.0, hbm_gb=32.0, hbm_bandwidth_tbs=0.8,
-                compute_units=20),
+        replace(
+            ASCEND_910B2, name="ascend-910b4", peak_tflops=246.0, hbm_gb=32.0, hbm_bandwidth_tbs=0.8, compute_units=20
+        ),
         # 910C: one package = two dies; Huawei's CloudMatrix report gives 752 TFLOPS per package.
-        replace(ASCEND_910B2, name="ascend-910c", peak_tflops=752.0, hbm_gb=128.0, hbm_bandwidth_tbs=3.2,
-                compute_units=48),
+        replace(
+            ASCEND_910B2, name="ascend-910c", peak_tflops=752.0, hbm_gb=128.0, hbm_bandwidth_tbs=3.2, compute_units=48
+        ),
     )
 }
 
@@ -183,14 +212,35 @@ def _gqa_kv_bytes(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int = 
 
 
 def _dense(
-    name: str, layers: int, hidden: int, q_heads: int, kv_heads: int, ffn: int, vocab: int,
-    params: float, max_context: int,
+    name: str,
+    layers: int,
+    hidden: int,
+    q_heads: int,
+    kv_heads: int,
+    ffn: int,
+    vocab: int,
+    params: float,
+    max_context: int,
 ) -> ModelProfile:
     return ModelProfile(
-        name=name, layers=layers, hidden=hidden, q_heads=q_heads, kv_heads=kv_heads, head_dim=128,
-        v_head_dim=128, ffn=ffn, vocab=vocab, params=params, active_params=params, experts=0,
-        experts_per_token=0, moe_layers=0, expert_params=0.0, bytes_per_param=2.0,
-        kv_bytes_per_token=_gqa_kv_bytes(layers, kv_heads, 128), kv_replicated_across_tp=False,
+        name=name,
+        layers=layers,
+        hidden=hidden,
+        q_heads=q_heads,
+        kv_heads=kv_heads,
+        head_dim=128,
+        v_head_dim=128,
+        ffn=ffn,
+        vocab=vocab,
+        params=params,
+        active_params=params,
+        experts=0,
+        experts_per_token=0,
+        moe_layers=0,
+        expert_params=0.0,
+        bytes_per_param=2.0,
+        kv_bytes_per_token=_gqa_kv_bytes(layers, kv_heads, 128),
+        kv_replicated_across_tp=False,
         max_context=max_context,
     )
 
@@ -204,25 +254,68 @@ MODELS: dict[str, ModelProfile] = {
         # OPT-13B is here only because DistServe's published A100 coefficients are for it (MHA).
         _dense("opt-13b", 40, 5120, 40, 40, 20480, 50272, 12.85e9, 2048),
         ModelProfile(
-            name="qwen3-30b-a3b", layers=48, hidden=2048, q_heads=32, kv_heads=4, head_dim=128,
-            v_head_dim=128, ffn=6144, vocab=151936, params=30.5e9, active_params=3.3e9, experts=128,
-            experts_per_token=8, moe_layers=48, expert_params=3 * 2048 * 768, bytes_per_param=2.0,
-            kv_bytes_per_token=_gqa_kv_bytes(48, 4, 128), kv_replicated_across_tp=False,
+            name="qwen3-30b-a3b",
+            layers=48,
+            hidden=2048,
+            q_heads=32,
+            kv_heads=4,
+            head_dim=128,
+            v_head_dim=128,
+            ffn=6144,
+            vocab=151936,
+            params=30.5e9,
+            active_params=3.3e9,
+            experts=128,
+            experts_per_token=8,
+            moe_layers=48,
+            expert_params=3 * 2048 * 768,
+            bytes_per_param=2.0,
+            kv_bytes_per_token=_gqa_kv_bytes(48, 4, 128),
+            kv_replicated_across_tp=False,
             max_context=32768,
         ),
         ModelProfile(
-            name="qwen3-235b-a22b", layers=94, hidden=4096, q_heads=64, kv_heads=4, head_dim=128,
-            v_head_dim=128, ffn=12288, vocab=151936, params=235e9, active_params=22e9, experts=128,
-            experts_per_token=8, moe_layers=94, expert_params=3 * 4096 * 1536, bytes_per_param=2.0,
-            kv_bytes_per_token=_gqa_kv_bytes(94, 4, 128), kv_replicated_across_tp=False,
+            name="qwen3-235b-a22b",
+            layers=94,
+            hidden=4096,
+            q_heads=64,
+            kv_heads=4,
+            head_dim=128,
+            v_head_dim=128,
+            ffn=12288,
+            vocab=151936,
+            params=235e9,
+            active_params=22e9,
+            experts=128,
+            experts_per_token=8,
+            moe_layers=94,
+            expert_params=3 * 4096 * 1536,
+            bytes_per_param=2.0,
+            kv_bytes_per_token=_gqa_kv_bytes(94, 4, 128),
+            kv_replicated_across_tp=False,
             max_context=32768,
         ),
         ModelProfile(
             # MLA: KV latent (512) + rope key (64) per layer in BF16; weights served in FP8.
-            name="deepseek-v3", layers=61, hidden=7168, q_heads=128, kv_heads=1, head_dim=192,
-            v_head_dim=128, ffn=18432, vocab=129280, params=671e9, active_params=37e9, experts=256,
-            experts_per_token=8, moe_layers=58, expert_params=3 * 7168 * 2048, bytes_per_param=1.0,
-            kv_bytes_per_token=(512 + 64) * 61 * 2, kv_replicated_across_tp=True, max_context=163840,
+            name="deepseek-v3",
+            layers=61,
+            hidden=7168,
+            q_heads=128,
+            kv_heads=1,
+            head_dim=192,
+            v_head_dim=128,
+            ffn=18432,
+            vocab=129280,
+            params=671e9,
+            active_params=37e9,
+            experts=256,
+            experts_per_token=8,
+            moe_layers=58,
+            expert_params=3 * 7168 * 2048,
+            bytes_per_param=1.0,
+            kv_bytes_per_token=(512 + 64) * 61 * 2,
+            kv_replicated_across_tp=True,
+            max_context=163840,
         ),
     )
 }

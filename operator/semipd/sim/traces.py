@@ -65,8 +65,7 @@ def read_azure_csv(path: str | os.PathLike[str]) -> list[TraceRequest]:
         for line, row in enumerate(reader, start=2):
             try:
                 rows.append(
-                    (_parse_azure_timestamp(row["TIMESTAMP"]), int(row["ContextTokens"]),
-                     int(row["GeneratedTokens"]))
+                    (_parse_azure_timestamp(row["TIMESTAMP"]), int(row["ContextTokens"]), int(row["GeneratedTokens"]))
                 )
             except (TypeError, ValueError) as e:
                 raise TraceFormatError(f"{path}:{line}: {e}") from e
@@ -88,7 +87,9 @@ def read_mooncake_jsonl(path: str | os.PathLike[str]) -> list[TraceRequest]:
                 rec = json.loads(line)
                 out.append(
                     TraceRequest(
-                        float(rec["timestamp"]) / 1000.0, int(rec["input_length"]), int(rec["output_length"]),
+                        float(rec["timestamp"]) / 1000.0,
+                        int(rec["input_length"]),
+                        int(rec["output_length"]),
                         tuple(int(h) for h in rec.get("hash_ids", ())),
                     )
                 )

@@ -1,0 +1,102 @@
+"""`sim`: the simulated semi-PD engine (`semipd sim-engine`), timed by semipd.sim.model.
+
+The agent starts the prefill workers (standby_swap). The hardware profile comes from the node pool's
+GPU/NPU product label when it names one, else the vendor's default; `engine.args` may override it
+(`--hardware h200`: later flags win).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from semipd.api.v1alpha1 import Accelerator, Architecture, NodePool
+from semipd.engines.base import (
+    AGENT_RUN_DIR,
+    POD_IP,
+    DriverError,
+    EngineContext,
+    EngineDriver,
+)
+from semipd.engines.sglang import SGLANG_044_METRICS
+from semipd.sim.model import MODELS, LatencyModel, ModelFitError
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+NPU_CHIP_LABEL = "node.kubernetes.io/npu.chip.name"
+DEFAULT_HARDWARE = {Accelerator.NVIDIA: "h100", Accelerator.ASCEND: "ascend-910b3"}
+DEFAULT_PROFILE = {Architecture.DENSE: "llama-3-8b", Architecture.MOE: "qwen3-30b-a3b"}
+
+# Product-label substrings, most specific first (H200 before H20).
+_GPU_PRODUCTS: tuple[tuple[str, str], ...] = (
+    ("H200", "h200"),
+    ("H100", "h100"),
+    ("H20", "h20"),
+    ("A100-SXM4-40GB", "a100-40gb"),
+    ("A100", "a100"),
+)
+_NPU_CHIPS: tuple[tuple[str, str], ...] = (
+    ("910B1", "ascend-910b1"),
+    ("910B2", "ascend-910b2"),
+    ("910B3", "ascend-910b3"),
+    ("910B4", "ascend-910b4"),
+    ("910C", "ascend-910c"),
+    ("910_93", "ascend-910c"),
+)
+
+SIM_METRICS = replace(
+    SGLANG_044_METRICS,
+    extra={
+        **SGLANG_044_METRICS.extra,
+        "prefill_percent": "semipd_sim:prefill_percent",
+        "decode_percent": "semipd_sim:decode_percent",
+        "expert_tokens_total": "semipd_sim:expert_tokens_total",
+    },
+)
+
+
+def hardware_profile(pool: NodePool) -> str:
+    """Latency-model hardware key for a node pool."""
+    if pool.accelerator == Accelerator.NVIDIA:
+        label, table = pool.node_selector.get(GPU_PRODUCT_LABEL, ""), _GPU_PRODUCTS
+    else:
+        label, table = pool.node_selector.get(NPU_CHIP_LABEL, ""), _NPU_CHIPS
+    upper = label.upper()
+    return next((key for needle, key in table if needle in upper), DEFAULT_HARDWARE[pool.accelerator])
+
+
+def model_profile(ctx: EngineContext) -> str:
+    name = ctx.model.profile or DEFAULT_PROFILE[ctx.model.architecture]
+    if name not in MODELS:
+        raise DriverError(f"model.profile {name!r} is not a latency-model profile; known: {sorted(MODELS)}")
+    return name
+
+
+@dataclass(frozen=True)
+class SimDriver(EngineDriver):
+    def check(self, ctx: EngineContext) -> None:
+        super().check(ctx)
+        try:
+            LatencyModel.from_names(hardware_profile(ctx.node_pool), model_profile(ctx), ctx.tp)
+        except ModelFitError as e:
+            raise DriverError(f"node pool {ctx.node_pool.name}: {e}") from e
+
+    def engine_command(self, ctx: EngineContext) -> list[str]:
+        return [
+            "python3", "-m", "semipd", "sim-engine",
+            "--role", "decode-owner",
+            "--host", POD_IP,
+            "--port", str(ctx.http_port),
+            "--run-dir", AGENT_RUN_DIR,
+            "--hardware", hardware_profile(ctx.node_pool),
+            "--model", model_profile(ctx),
+            "--tp", str(ctx.tp),
+            "--served-model-name", ctx.model.name,
+            "--context-length", str(ctx.model.max_context_length),
+        ]  # fmt: skip
+
+
+SIM = SimDriver(
+    kind="sim",
+    metrics=SIM_METRICS,
+    health_path="/health",
+    startup_seconds=300,
+)
