@@ -24,6 +24,9 @@ __all__ = [
 ]
 
 
+_SHARE_CACHE_SIZE = 1024
+
+
 class ModelFitError(ValueError):
     """The model's weights do not fit the devices at the requested memory fraction."""
 
@@ -52,6 +55,7 @@ class LatencyModel:
         "_prefill_attn_compute",
         "_prefill_phi",
         "_prefill_t0",
+        "_share_cache",
         "_share_units",
         "hardware",
         "max_batch_tokens",
@@ -84,6 +88,7 @@ class LatencyModel:
         self._kv_bytes = self._kv_bytes_per_token_per_device()
         self._granule = hw.partition_granularity / hw.compute_units
         self._share_units = hw.compute_units / hw.partition_granularity
+        self._share_cache: dict[float, tuple[float, float]] = {}
         if tp > 1:
             # Two all-reduces per layer (after attention and after the MLP), ring algorithm.
             self._allreduce_latency = 2 * m.layers * hw.allreduce_latency_s
@@ -156,6 +161,17 @@ class LatencyModel:
         steps = math.floor(share * self._share_units + 1e-9)
         return max(steps, 1) * self._granule
 
+    def _share_factors(self, share: float) -> tuple[float, float]:
+        """(effective share, bandwidth slowdown), memoized: callers reuse a handful of shares."""
+        cached = self._share_cache.get(share)
+        if cached is None:
+            eff = self.effective_share(share)
+            cached = (eff, self.bandwidth_slowdown(eff))
+            if len(self._share_cache) >= _SHARE_CACHE_SIZE:
+                self._share_cache.clear()
+            self._share_cache[share] = cached
+        return cached
+
     def bandwidth_slowdown(self, share: float) -> float:
         """g(y) >= 1: how much slower memory-bound work runs at compute share y (Semi-PD TPOT fit)."""
         hw = self.hardware
@@ -170,7 +186,7 @@ class LatencyModel:
 
         `prefix_lens[i]` tokens of request i are already cached (radix/prefix hit) and are only read.
         """
-        s = self.effective_share(prefill_share)
+        s, slowdown = self._share_factors(prefill_share)
         new = 0
         pairs = 0.0
         context = 0
@@ -190,7 +206,6 @@ class LatencyModel:
             self._flops_per_token * new / self._compute + self._attn_flops_per_pair * pairs / self._prefill_attn_compute
         ) / s
         weights = self._dense_weight_bytes + self._expert_bytes * self.expected_experts_touched(new)
-        slowdown = self.bandwidth_slowdown(s)
         memory = (weights + self._kv_bytes * context) / self._bandwidth * slowdown
         unhidden = self._prefill_phi * weights / self._bandwidth * slowdown
         comm = self._allreduce_latency + self._allreduce_per_token * new if self.tp > 1 else 0.0
@@ -205,10 +220,10 @@ class LatencyModel:
         """
         if batch_size <= 0:
             return 0.0
-        y = self.effective_share(decode_share)
+        y, slowdown = self._share_factors(decode_share)
         hw = self.hardware
         weights = self._dense_weight_bytes + self._expert_bytes * self.expected_experts_touched(batch_size)
-        memory = (weights + self._kv_bytes * kv_tokens) / self._bandwidth * self.bandwidth_slowdown(y)
+        memory = (weights + self._kv_bytes * kv_tokens) / self._bandwidth * slowdown
         if prefill_running:
             memory *= 1.0 + hw.colocation_beta
         compute = (self._flops_per_token * batch_size + self._attn_flops_per_pair * kv_tokens) / (self._compute * y)
