@@ -111,6 +111,7 @@ class DecodeOwner:
         self.active: int | None = None
         self.decode_percent = cfg.decode_percent
         self._pending_decode: tuple[int, asyncio.Future[None]] | None = None
+        self._decode_changing = False
         self.admitting = True
         self.open_generations = 0
         self._ids = itertools.count()
@@ -408,8 +409,15 @@ class DecodeOwner:
             return web.json_response({"error": 'body must be {"percent": <1..100>}'}, status=400)
         if isinstance(percent, bool) or not isinstance(percent, int) or not 1 <= percent <= 100:
             return web.json_response({"error": "percent must be an integer in 1..100"}, status=400)
-        if self._pending_decode is not None:
+        if self._decode_changing:
             return web.json_response({"error": "a decode share change is already in progress"}, status=409)
+        self._decode_changing = True
+        try:
+            return await self._change_decode_share(percent)
+        finally:
+            self._decode_changing = False
+
+    async def _change_decode_share(self, percent: int) -> web.Response:
         # The decode side swaps like the prefill side (a standby decode worker with the new share
         # comes up, then takes over at an iteration boundary); here that is modelled in-process.
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
