@@ -57,7 +57,7 @@ async def _completions(request: web.Request) -> web.StreamResponse:
             finish = "length" if i == n - 1 else None
             chunk = {"choices": [{"index": 0, "text": f" t{i}", "finish_reason": finish}]}
             await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        usage = {"choices": [], "usage": {"prompt_tokens": body.get("semipd_prompt_tokens", 0), "completion_tokens": n}}
+        usage = {"choices": [], "usage": {"prompt_tokens": body.get("prompt_tokens", 0), "completion_tokens": n}}
         await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
         return resp
     finally:

@@ -36,7 +36,7 @@ def test_completion_body_streams_exact_lengths_with_extension_field() -> None:
     assert body["stream"] is True
     assert body["ignore_eos"] is True
     assert body[PROMPT_TOKENS_FIELD] == 321
-    assert PROMPT_TOKENS_FIELD == "semipd_prompt_tokens"
+    assert PROMPT_TOKENS_FIELD == "prompt_tokens"
     plain = completion_body(TraceRequest(0.0, 321, 0), 0, "llama", mode="stub", extensions=False, ignore_eos=False)
     assert PROMPT_TOKENS_FIELD not in plain
     assert "ignore_eos" not in plain

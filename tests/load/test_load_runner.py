@@ -34,7 +34,7 @@ async def test_streams_are_timed_and_succeed(fake_engine: FakeEngine) -> None:
     assert s.slo_attainment == 1.0
     assert s.itl.p50 is not None
     assert 0.009 <= s.itl.p50 <= 0.05
-    assert fake_engine.bodies[0]["semipd_prompt_tokens"] == 64
+    assert fake_engine.bodies[0]["prompt_tokens"] == 64
     assert fake_engine.bodies[0]["max_tokens"] == 10
 
 
@@ -165,7 +165,7 @@ def test_cli_replays_a_trace_file_time_compressed(fake_engine: FakeEngine, tmp_p
     assert main(["--trace", str(trace), "--time-scale", "20", "--endpoint", fake_engine.url, "--no-progress"]) == 0
     assert time.perf_counter() - t0 < 3.0  # 4 s of trace at 20x
     assert len(fake_engine.bodies) == 5
-    assert all(b["semipd_prompt_tokens"] == 600 for b in fake_engine.bodies)
+    assert all(b["prompt_tokens"] == 600 for b in fake_engine.bodies)
 
 
 def test_cli_errors_exit_2_and_fail_on_error_exits_1(
@@ -260,11 +260,11 @@ def test_cli_prompt_token_field_name_is_configurable(fake_engine: FakeEngine) ->
                 "--endpoint",
                 fake_engine.url,
                 "--prompt-tokens-field",
-                "prompt_tokens",
+                "n_prompt",
                 "--no-progress",
             ]
         )
         == 0
     )
-    assert fake_engine.bodies[0]["prompt_tokens"] == 77
-    assert "semipd_prompt_tokens" not in fake_engine.bodies[0]
+    assert fake_engine.bodies[0]["n_prompt"] == 77
+    assert "prompt_tokens" not in fake_engine.bodies[0]

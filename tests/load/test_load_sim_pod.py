@@ -33,7 +33,7 @@ def prompt_tokens_total(pod: LocalPod) -> float:
 SCHEDULE = [TraceRequest(i * 0.02, n, 6) for i, n in enumerate((37, 512, 1300, 90, 2048, 7))]
 
 
-@pytest.mark.parametrize(("mode", "field"), [("full", "semipd_prompt_tokens"), ("stub", "prompt_tokens")])
+@pytest.mark.parametrize(("mode", "field"), [("full", "x_unread_field"), ("stub", "prompt_tokens")])
 async def test_prompt_lengths_reach_the_simulated_engine(pod: LocalPod, mode: str, field: str) -> None:
     cfg = LoadConfig(
         endpoints=(pod.engine_url,),

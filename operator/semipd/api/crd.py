@@ -152,6 +152,7 @@ def open_api_schema() -> dict[str, Any]:
         "type": "object",
         "description": (api.InferencePool.__doc__ or "").strip(),
         "required": ["spec"],
+        "x-kubernetes-validations": [api.NAME_RULE.as_validation()],
         "properties": {
             "apiVersion": {
                 "type": "string",

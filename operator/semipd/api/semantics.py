@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from semipd.api.v1alpha1 import Accelerator, EngineKind, InferencePoolSpec, NodePool, Toleration
+from semipd.api.v1alpha1 import NAME_RULE, EngineKind, InferencePoolSpec, NodePool, Toleration
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class EngineCapabilities(Protocol):
     def supports_split(self) -> bool: ...
 
     @property
-    def accelerators(self) -> frozenset[Accelerator]: ...
+    def accelerators(self) -> frozenset[str]: ...
 
 
 CapabilitiesOf = Callable[[EngineKind], EngineCapabilities]
@@ -72,6 +72,13 @@ def parse_spec(raw: Mapping[str, object]) -> tuple[InferencePoolSpec | None, lis
             message = e["msg"].removeprefix("Value error, ")
             problems.append(SpecProblem(path, message))
         return None, problems
+
+
+def name_problems(name: str) -> list[SpecProblem]:
+    """The CRD's metadata.name rule, for objects that predate it."""
+    if NAME_RULE.holds(name):
+        return []
+    return [SpecProblem("metadata.name", NAME_RULE.message)]
 
 
 def _tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:
@@ -143,8 +150,8 @@ def semantic_problems(
         engine = spec.effective_engine(pool)
         caps = capabilities_of(engine.kind)
         kind_field = f"spec.nodePools[{i}].engine.kind" if pool.engine and pool.engine.kind else "spec.engine.kind"
-        if pool.accelerator not in caps.accelerators:
-            runs_on = ", ".join(sorted(a.value for a in caps.accelerators))
+        if pool.accelerator.value not in caps.accelerators:
+            runs_on = ", ".join(sorted(caps.accelerators))
             problems.append(
                 SpecProblem(
                     kind_field, f"engine {engine.kind.value} runs on {runs_on}, not on {pool.accelerator.value}"

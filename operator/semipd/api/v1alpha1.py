@@ -7,6 +7,7 @@ become CEL `x-kubernetes-validations`. The operator parses live objects with the
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -52,6 +53,16 @@ class ApiModel(RuleModel):
         frozen=True,
     )
 
+
+MAX_NAME_LENGTH = 40
+
+NAME_RULE = Rule(
+    cel=f"size(self.metadata.name) <= {MAX_NAME_LENGTH} && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+    message=f"metadata.name must be a DNS label of at most {MAX_NAME_LENGTH} characters starting with a letter "
+    "(it prefixes workload, Service and label names)",
+    holds=lambda name: len(name) <= MAX_NAME_LENGTH and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) is not None,
+)
+"""The InferencePool's own name becomes part of child names and label values, so it is bounded."""
 
 # --------------------------------------------------------------------------- model
 
@@ -488,6 +499,39 @@ class PlacementSpec(ApiModel):
     """MoE expert placement."""
 
 
+# --------------------------------------------------------------------------- routing
+
+
+class FailureMode(StrEnum):
+    """What the gateway does when the endpoint picker is unreachable (GIE semantics)."""
+
+    FAIL_OPEN = "FailOpen"
+    FAIL_CLOSE = "FailClose"
+
+
+class EndpointPickerRef(ApiModel):
+    """The endpoint-picker (EPP) Service the owned Gateway API Inference Extension pools point at."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
+    """EPP Service name in the InferencePool's namespace."""
+
+    port: int = Field(default=9002, ge=1, le=65535)
+    """EPP gRPC port."""
+
+    failure_mode: FailureMode = FailureMode.FAIL_OPEN
+    """`FailOpen` (route to any pod when the EPP is down; what KServe and llm-d ship) or `FailClose`."""
+
+
+class RoutingSpec(ApiModel):
+    """How routers find the pods: owned Gateway API Inference Extension (GIE) InferencePools."""
+
+    gateway_inference_pools: bool = True
+    """Create one GIE InferencePool per accelerator vendor when the GIE CRD is installed."""
+
+    endpoint_picker: EndpointPickerRef | None = None
+    """EPP the GIE pools reference; without it they carry only the selector and target port."""
+
+
 # --------------------------------------------------------------------------- spec
 
 
@@ -545,6 +589,9 @@ class InferencePoolSpec(ApiModel):
 
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
     """KV-cache and expert placement."""
+
+    routing: RoutingSpec = Field(default_factory=RoutingSpec)
+    """Router integration (Gateway API Inference Extension)."""
 
     def node_pool(self, name: str) -> NodePool:
         """The node pool called `name` (KeyError if absent)."""

@@ -41,6 +41,18 @@ class OperatorConfig:
     stale_after: float = 300.0
     """The liveness probe fails when no reconcile succeeded for this many seconds while pools exist."""
 
+    token_key_file: str | None = None
+    """File with the key agent admin tokens are derived from (mounted from a Secret in a real install)."""
+
+    operator_image: str = "semipd-operator:0.1.0"
+    """Image of the agent-install init container and of the simulated engine."""
+
+    termination_grace_seconds: int = 60
+    """Engine pods' termination grace period (the agent drains requests within it)."""
+
+    pod_annotations: tuple[tuple[str, str], ...] = ()
+    """Extra annotations on every engine pod (`k=v,k=v`)."""
+
 
 ENV_PREFIX = "SEMIPD_"
 
@@ -74,6 +86,15 @@ def load_config(env: Mapping[str, str] | None = None) -> OperatorConfig:
     if not 0 <= metrics_port <= 65535:
         raise ValueError(f"{ENV_PREFIX}METRICS_PORT: out of range: {metrics_port}")
     namespaces = tuple(n.strip() for n in (get("NAMESPACES") or "").split(",") if n.strip())
+    annotations = []
+    for item in (get("POD_ANNOTATIONS") or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{ENV_PREFIX}POD_ANNOTATIONS: expected key=value, got {item!r}")
+        annotations.append((key.strip(), value.strip()))
+    grace = seconds("TERMINATION_GRACE", float(d.termination_grace_seconds))
     return OperatorConfig(
         namespaces=namespaces,
         resync_interval=seconds("RESYNC_INTERVAL", d.resync_interval),
@@ -83,4 +104,8 @@ def load_config(env: Mapping[str, str] | None = None) -> OperatorConfig:
         prometheus_url=get("PROMETHEUS_URL") or d.prometheus_url,
         field_manager=get("FIELD_MANAGER") or d.field_manager,
         stale_after=seconds("STALE_AFTER", d.stale_after),
+        token_key_file=get("TOKEN_KEY_FILE"),
+        operator_image=get("OPERATOR_IMAGE") or d.operator_image,
+        termination_grace_seconds=max(15, round(grace)),
+        pod_annotations=tuple(annotations),
     )

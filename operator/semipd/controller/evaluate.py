@@ -6,13 +6,22 @@ No Kopf, no client: `reconcile.py` gathers the inputs and applies the result.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from semipd.api.semantics import CapabilitiesOf, NodeInfo, SpecProblem, parse_spec, semantic_problems
+from semipd.api.semantics import (
+    CapabilitiesOf,
+    NodeInfo,
+    SpecProblem,
+    name_problems,
+    parse_spec,
+    semantic_problems,
+)
 from semipd.api.v1alpha1 import ConditionStatus, InferencePoolSpec, InferencePoolStatus, NodePoolStatus, PrinterSummary
 from semipd.controller import conditions as c
+from semipd.controller.rollout import PoolHealth
 
 MAX_MESSAGE = 4096
 
@@ -36,6 +45,24 @@ def _message(problems: Sequence[SpecProblem]) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
 
 
+def _summary(current: InferencePoolStatus, pools: Sequence[NodePoolStatus]) -> PrinterSummary:
+    splits = Counter(
+        f"{s.prefill_percent}:{s.decode_percent}"
+        for p in pools
+        for s in p.splits
+        if s.prefill_percent is not None and s.decode_percent is not None
+    )
+    ready = sum(p.ready_replicas for p in pools)
+    desired = sum(p.desired_replicas for p in pools)
+    return (current.summary or PrinterSummary()).model_copy(
+        update={
+            "pools": len(pools),
+            "replicas": f"{ready}/{desired}",
+            "split": splits.most_common(1)[0][0] if splits else "-",
+        }
+    )
+
+
 def evaluate(
     raw_spec: Mapping[str, Any],
     generation: int | None,
@@ -43,12 +70,22 @@ def evaluate(
     nodes: Sequence[NodeInfo],
     capabilities_of: CapabilitiesOf,
     now: str,
+    *,
+    name: str | None = None,
+    health: PoolHealth | None = None,
+    extra_problems: Sequence[SpecProblem] = (),
 ) -> Evaluation:
-    """Validate what the schema cannot and compute conditions; never raises on bad input."""
+    """Validate what the schema cannot and compute conditions; never raises on bad input.
+
+    `health` (from the cached workloads) decides Ready/Progressing/Degraded once children exist;
+    `extra_problems` are spec errors found while building them (e.g. an engine driver's refusal).
+    """
     current = InferencePoolStatus.model_validate(dict(raw_status or {}))
     spec, problems = parse_spec(raw_spec)
     if spec is not None:
-        problems = semantic_problems(spec, nodes, capabilities_of)
+        problems = [*semantic_problems(spec, nodes, capabilities_of), *extra_problems]
+    if name is not None:
+        problems = [*name_problems(name), *problems]
     conds = list(current.conditions)
 
     def put(type: str, status: ConditionStatus, reason: str, message: str) -> None:
@@ -62,10 +99,19 @@ def evaluate(
         put(c.INVALID_SPEC, ConditionStatus.TRUE, "InvalidSpec", msg)
         put(c.READY, ConditionStatus.FALSE, "InvalidSpec", "the spec cannot be served; see InvalidSpec")
         put(c.PROGRESSING, ConditionStatus.FALSE, "InvalidSpec", "nothing is changed until the spec is fixed")
-    else:
+    elif health is None:
         put(c.INVALID_SPEC, ConditionStatus.FALSE, "SpecValid", "the spec passed all semantic checks")
         put(c.PROGRESSING, ConditionStatus.TRUE, "SpecAccepted", "the spec is valid; workloads are being reconciled")
         put(c.READY, ConditionStatus.FALSE, "WorkloadsNotReady", "no node pool has its minimum ready replicas yet")
+    else:
+        put(c.INVALID_SPEC, ConditionStatus.FALSE, "SpecValid", "the spec passed all semantic checks")
+        for type, verdict in (
+            (c.READY, health.ready),
+            (c.PROGRESSING, health.progressing),
+            (c.DEGRADED, health.degraded),
+        ):
+            value = ConditionStatus.TRUE if verdict.status else ConditionStatus.FALSE
+            put(type, value, verdict.reason, verdict.message)
     for type in (c.SLO_MET, c.METRICS_AVAILABLE):
         if not any(x.type == type for x in conds):
             put(type, ConditionStatus.UNKNOWN, "NotObserved", "no observation has been taken yet")
@@ -73,7 +119,9 @@ def evaluate(
         put(c.DEGRADED, ConditionStatus.FALSE, "AsExpected", "no pod is failing")
 
     pools = current.node_pools
-    if spec is not None and not problems:
+    if health is not None and not problems:
+        pools = health.node_pools
+    elif spec is not None and not problems:
         pools = [
             NodePoolStatus(
                 name=p.name,
@@ -83,7 +131,7 @@ def evaluate(
             )
             for p in spec.node_pools
         ]
-    summary = (current.summary or PrinterSummary()).model_copy(update={"pools": len(pools)})
+    summary = _summary(current, pools)
     status = current.model_copy(
         update={
             "observed_generation": generation,

@@ -16,10 +16,23 @@ import kopf
 
 from semipd.api.v1alpha1 import GROUP, PLURAL, VERSION
 from semipd.controller import metrics
+from semipd.controller.agents import AgentClient
 from semipd.controller.config import OperatorConfig
-from semipd.controller.kube import PoolClient, new_api_client
+from semipd.controller.kube import ChildClient, EventRecorder, PoolClient, new_api_client
 from semipd.controller.reconcile import OperatorContext, node_info, reconcile, resync_forever
-from semipd.engines import capabilities_of
+from semipd.controller.tokens import load_key
+from semipd.desired.names import MANAGED_BY, POOL_LABEL
+from semipd.desired.workload import WorkloadSettings
+from semipd.engines.capabilities import capabilities_of
+
+GIE_CRD = "inferencepools.inference.networking.k8s.io"
+CHILD_KINDS = (
+    ("apps", "v1", "deployments", "apps/v1/Deployment"),
+    ("", "v1", "services", "v1/Service"),
+    ("policy", "v1", "poddisruptionbudgets", "policy/v1/PodDisruptionBudget"),
+    ("inference.networking.k8s.io", "v1", "inferencepools", "inference.networking.k8s.io/v1/InferencePool"),
+    ("", "v1", "pods", "v1/Pod"),
+)
 
 log = logging.getLogger("semipd.operator")
 
@@ -54,7 +67,27 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_settings(settings)
         api = await new_api_client()
-        ctx = OperatorContext(config=config, pools=PoolClient(api), capabilities_of=capabilities_of, close=api.close)
+        agents = AgentClient()
+
+        async def close() -> None:
+            await agents.close()
+            await api.close()  # type: ignore[no-untyped-call]
+
+        ctx = OperatorContext(
+            config=config,
+            pools=PoolClient(api),
+            children=ChildClient(api, config.field_manager),
+            events=EventRecorder(api, config.field_manager),
+            agents=agents,
+            capabilities_of=capabilities_of,
+            token_key=load_key(config.token_key_file),
+            settings=WorkloadSettings(
+                operator_image=config.operator_image,
+                termination_grace_seconds=config.termination_grace_seconds,
+                pod_annotations=dict(config.pod_annotations),
+            ),
+            close=close,
+        )
         memo["ctx"] = ctx
         memo["resync"] = asyncio.create_task(resync_forever(ctx, log))
         metrics.serve(config.metrics_host, config.metrics_port)
@@ -74,14 +107,55 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             nodes[name] = node_info(dict(body))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def track_pool(event: kopf.RawEvent, namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-        pools = memo["ctx"].known_pools
+    def track_pool(
+        event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
+    ) -> None:
+        bodies = memo["ctx"].pool_bodies
         if namespace is None:
             return
         if event.get("type") == "DELETED":
-            pools.discard((namespace, name))
+            bodies.pop((namespace, name), None)
         else:
-            pools.add((namespace, name))
+            bodies[(namespace, name)] = dict(body)
+
+    @kopf.on.event(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        registry=registry,
+        when=lambda name, **_: name == GIE_CRD,
+    )
+    def track_gie_crd(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        ctx: OperatorContext = memo["ctx"]
+        installed = event.get("type") != "DELETED"
+        if installed != ctx.gie_installed:
+            ctx.gie_installed = installed
+            for key in ctx.known_pools:
+                ctx.poke(*key)
+
+    for group, version, plural, kind in CHILD_KINDS:
+
+        @kopf.on.event(group, version, plural, registry=registry, labels={"app.kubernetes.io/managed-by": MANAGED_BY})
+        def track_child(
+            event: kopf.RawEvent,
+            body: kopf.Body,
+            namespace: str | None,
+            name: str,
+            labels: kopf.Labels,
+            memo: kopf.Memo,
+            kind: str = kind,
+            **_: Any,
+        ) -> None:
+            ctx: OperatorContext = memo["ctx"]
+            if namespace is None:
+                return
+            if event.get("type") == "DELETED":
+                ctx.cache.drop(kind, namespace, name)
+            else:
+                ctx.cache.put(kind, dict(body))
+            pool = labels.get(POOL_LABEL)
+            if pool and (namespace, pool) in ctx.pool_bodies:
+                ctx.poke(namespace, pool)
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
@@ -106,6 +180,9 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
 def run(config: OperatorConfig) -> None:
     """Run the operator until interrupted."""
     kopf.configure(verbose=False)
+    # Kopf logs every successful handler call at INFO; ours log what matters themselves.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     kopf.run(
         registry=build_registry(config),
         standalone=True,

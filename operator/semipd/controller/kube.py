@@ -6,12 +6,18 @@ share one path (and, later, one server-side-apply field manager).
 
 from __future__ import annotations
 
+import logging
 import os
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes.aio import client, config
+from kubernetes.aio.dynamic import DynamicClient
+from kubernetes.aio.dynamic.exceptions import NotFoundError
 
 from semipd.api.v1alpha1 import GROUP, PLURAL, VERSION
+
+log = logging.getLogger(__name__)
 
 
 async def new_api_client() -> client.ApiClient:
@@ -50,3 +56,80 @@ class PoolClient:
             {"status": status},
             _content_type="application/merge-patch+json",
         )
+
+
+class ChildClient:
+    """Server-side apply and delete for owned objects of any kind, counting every API request."""
+
+    def __init__(self, api: client.ApiClient, field_manager: str) -> None:
+        self._api = api
+        self._dynamic: DynamicClient | None = None
+        self._field_manager = field_manager
+        self.requests = 0
+
+    async def _resource(self, api_version: str, kind: str) -> Any:
+        if self._dynamic is None:
+            self._dynamic = await DynamicClient(self._api)  # type: ignore[no-untyped-call]
+        return await self._dynamic.resources.get(api_version=api_version, kind=kind)
+
+    async def apply(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply `body` under our field manager, taking over conflicting fields."""
+        resource = await self._resource(body["apiVersion"], body["kind"])
+        self.requests += 1
+        assert self._dynamic is not None
+        live = await self._dynamic.server_side_apply(  # type: ignore[no-untyped-call]
+            resource, body=body, field_manager=self._field_manager, force_conflicts=True
+        )
+        return cast(dict[str, Any], live.to_dict())
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Delete one object (foreground is not needed: its own children are garbage-collected)."""
+        resource = await self._resource(api_version, kind)
+        self.requests += 1
+        assert self._dynamic is not None
+        try:
+            await self._dynamic.delete(resource, name=name, namespace=namespace)  # type: ignore[no-untyped-call]
+        except NotFoundError:
+            return
+
+
+class EventRecorder:
+    """Posts core/v1 Events about an InferencePool (works from any task, unlike Kopf's poster)."""
+
+    def __init__(self, api: client.ApiClient, component: str) -> None:
+        self._core = client.CoreV1Api(api)
+        self._component = component
+        self.requests = 0
+
+    async def post(self, body: dict[str, Any], type: str, reason: str, message: str) -> None:
+        """Record one Event; failures are logged, never raised (Events are best-effort)."""
+        meta = body["metadata"]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": body.get("apiVersion", f"{GROUP}/{VERSION}"),
+                "kind": body.get("kind", "InferencePool"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+            },
+            "type": type,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
+            "reportingInstance": self._component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self.requests += 1
+        try:
+            model = client.CoreV1Event.from_dict(event)
+            assert model is not None
+            await self._core.create_namespaced_event(meta["namespace"], model)
+        except (client.ApiException, ValueError) as err:
+            log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], err)

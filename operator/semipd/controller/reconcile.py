@@ -1,31 +1,50 @@
 """One idempotent, level-based reconcile of an InferencePool (the imperative shell).
 
-It always re-reads the live object, evaluates it with the pure `evaluate()`, writes status only
-when it changed, and turns condition transitions into Events. Handlers for create/resume/update
-and the operator-wide resync loop all call `reconcile()`; bad input never raises out of it.
+Every trigger (create/resume/update, a child's watch event, the periodic resync) ends here. It
+reads the pool and its children from the watch caches, validates, builds the desired children,
+applies only what is missing or drifted (server-side apply, one field manager), prunes what is no
+longer wanted, and writes status only when it changed. An invalid spec never touches children.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-import kopf
-
-from semipd.api.semantics import CapabilitiesOf, NodeInfo, Taint
-from semipd.api.v1alpha1 import ConditionStatus, InferencePoolStatus
+from semipd.api.semantics import CapabilitiesOf, NodeInfo, SpecProblem, Taint
+from semipd.api.v1alpha1 import ConditionStatus, InferencePoolSpec, InferencePoolStatus
 from semipd.controller import conditions as c
 from semipd.controller import metrics
+from semipd.controller.agents import AgentClient, ready_pod_ips
+from semipd.controller.cache import Key, ObjectCache
 from semipd.controller.config import OperatorConfig
-from semipd.controller.evaluate import evaluate
-from semipd.controller.kube import PoolClient
+from semipd.controller.evaluate import Evaluation, evaluate
+from semipd.controller.kube import ChildClient, EventRecorder, PoolClient
+from semipd.controller.plan import UNWATCHED, key_of, plan_children
+from semipd.controller.rollout import pool_health
+from semipd.controller.tokens import pool_token
+from semipd.desired import names
+from semipd.desired.owner import Owner
+from semipd.desired.pool import desired_children
+from semipd.desired.workload import WorkloadSettings, desired_replicas, intent_digest
+from semipd.engines import DriverError, get_driver
 
-_BAD_WHEN_TRUE = {c.INVALID_SPEC, c.DEGRADED}
+_WARN_WHEN = {
+    c.INVALID_SPEC: ConditionStatus.TRUE,
+    c.DEGRADED: ConditionStatus.TRUE,
+    c.READY: ConditionStatus.FALSE,
+    c.SLO_MET: ConditionStatus.FALSE,
+    c.METRICS_AVAILABLE: ConditionStatus.FALSE,
+}
+DEPLOYMENT = "apps/v1/Deployment"
+POD = "v1/Pod"
+Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 
 def now_rfc3339() -> str:
@@ -36,68 +55,150 @@ def now_rfc3339() -> str:
 def node_info(body: dict[str, Any]) -> NodeInfo:
     """The NodeInfo of a Node object."""
     meta, spec, status = body.get("metadata", {}), body.get("spec") or {}, body.get("status") or {}
+    taints = spec.get("taints") or []
     return NodeInfo(
         name=meta.get("name", ""),
         labels=dict(meta.get("labels") or {}),
         allocatable={k: str(v) for k, v in (status.get("allocatable") or {}).items()},
-        taints=tuple(
-            Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "NoSchedule")) for t in spec.get("taints") or []
-        ),
+        taints=tuple(Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "NoSchedule")) for t in taints),
         unschedulable=bool(spec.get("unschedulable")),
     )
 
 
 @dataclass
 class OperatorContext:
-    """Operator-wide state kept in Kopf's memo: clients, caches of watched objects, health."""
+    """Operator-wide state kept in Kopf's memo: clients, watch caches, bookkeeping, health."""
 
     config: OperatorConfig
     pools: PoolClient
+    children: ChildClient
+    events: EventRecorder
+    agents: AgentClient
     capabilities_of: CapabilitiesOf
+    token_key: bytes
+    settings: WorkloadSettings
+    cache: ObjectCache = field(default_factory=ObjectCache)
+    pool_bodies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
-    known_pools: set[tuple[str, str]] = field(default_factory=set)
+    gie_installed: bool = False
+    applied_digests: dict[Key, str] = field(default_factory=dict)
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+    pending: set[tuple[str, str]] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
     last_success: float = field(default_factory=time.monotonic)
     close: Callable[[], Any] | None = None
 
+    @property
+    def known_pools(self) -> set[tuple[str, str]]:
+        return set(self.pool_bodies)
+
     def lock(self, key: tuple[str, str]) -> asyncio.Lock:
-        """One lock per InferencePool so handler and resync never interleave."""
+        """One lock per InferencePool so triggers never interleave."""
         return self.locks.setdefault(key, asyncio.Lock())
+
+    def poke(self, namespace: str, name: str) -> None:
+        """Ask the resync loop to reconcile one pool soon (a child changed)."""
+        self.pending.add((namespace, name))
+        self.wake.set()
 
 
 def _normalized(status: dict[str, Any] | None) -> dict[str, Any]:
     return InferencePoolStatus.model_validate(status or {}).model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-async def reconcile(
-    ctx: OperatorContext, namespace: str, name: str, logger: logging.Logger | logging.LoggerAdapter[Any]
-) -> None:
-    """Bring one InferencePool's status (and, later, its children) to the desired state."""
+async def _write_status(ctx: OperatorContext, body: dict[str, Any], result: Evaluation) -> None:
+    meta = body["metadata"]
+    patch = result.status_patch()
+    if patch != _normalized(body.get("status")):
+        await ctx.pools.patch_status(meta["namespace"], meta["name"], patch)
+        ctx.pool_bodies[(meta["namespace"], meta["name"])] = {**body, "status": patch}
+    for t in result.transitions:
+        kind = "Warning" if _WARN_WHEN.get(t.type) == t.new.status else "Normal"
+        await ctx.events.post(body, kind, t.new.reason, f"{t.type}={t.new.status.value}: {t.new.message}")
+
+
+def _build(ctx: OperatorContext, owner: Owner, spec: InferencePoolSpec) -> list[dict[str, Any]]:
+    replicas = {}
+    for np in spec.node_pools:
+        live = ctx.cache.get(DEPLOYMENT, owner.namespace, names.workload_name(owner.name, np.name))
+        current = ((live or {}).get("spec") or {}).get("replicas")
+        replicas[np.name] = desired_replicas(np, current, None)
+    token = pool_token(ctx.token_key, owner.namespace, owner.name, owner.uid)
+    return desired_children(
+        owner, spec, token=token, replicas=replicas, settings=ctx.settings, gie_installed=ctx.gie_installed
+    )
+
+
+def _what_changed(cached: dict[str, Any] | None, live: dict[str, Any], since: str, manager: str) -> str | None:
+    """'created', 'updated', or None when the apply was a no-op (nothing worth an Event)."""
+    meta = live.get("metadata", {})
+    if cached is not None:
+        return "updated" if cached.get("metadata", {}).get("resourceVersion") != meta.get("resourceVersion") else None
+    if str(meta.get("creationTimestamp", "")) >= since:
+        return "created"
+    ours = [m for m in meta.get("managedFields") or [] if m.get("manager") == manager and m.get("operation") == "Apply"]
+    # After a restart the cache may still be empty: our managed-fields time says whether this apply changed anything.
+    return "updated" if any(str(m.get("time", "")) >= since for m in ours) else None
+
+
+async def _converge(ctx: OperatorContext, body: dict[str, Any], owner: Owner, desired: list[dict[str, Any]]) -> None:
+    owned = [k for k, _ in ctx.cache.owned_by(owner.uid)]
+    plan = plan_children(desired, ctx.cache.objects, owned, ctx.applied_digests)
+    started = now_rfc3339()
+    for intent in plan.apply:
+        key = key_of(intent)
+        cached = ctx.cache.get(*key) if key[0] not in UNWATCHED else None
+        live = await ctx.children.apply(intent)
+        ctx.applied_digests[key] = intent_digest(intent)
+        if key[0] not in UNWATCHED:
+            ctx.cache.put(key[0], live)
+        verb = _what_changed(cached, live, started, ctx.config.field_manager)
+        if verb:
+            await ctx.events.post(body, "Normal", "Applied", f"{intent['kind']} {key[2]} {verb}")
+    for kind, namespace, name in plan.prune:
+        api_version, _, k = kind.rpartition("/")
+        await ctx.children.delete(api_version, k, namespace, name)
+        ctx.cache.drop(kind, namespace, name)
+        await ctx.events.post(body, "Normal", "Pruned", f"{k} {name} deleted: no longer in the spec")
+
+
+async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Logger) -> None:
+    """Bring one InferencePool's children and status to the desired state."""
     started = time.perf_counter()
     async with ctx.lock((namespace, name)):
-        body = await ctx.pools.get(namespace, name)
+        body = ctx.pool_bodies.get((namespace, name)) or await ctx.pools.get(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            ctx.known_pools.discard((namespace, name))
+            ctx.pool_bodies.pop((namespace, name), None)
             return
-        result = evaluate(
-            body.get("spec") or {},
-            body["metadata"].get("generation"),
-            body.get("status"),
-            list(ctx.nodes.values()),
-            ctx.capabilities_of,
-            now_rfc3339(),
-        )
-        patch = result.status_patch()
-        if patch != _normalized(body.get("status")):
-            await ctx.pools.patch_status(namespace, name, patch)
-        for t in result.transitions:
-            bad = (t.new.status == ConditionStatus.TRUE) == (t.type in _BAD_WHEN_TRUE)
-            kopf.event(
-                kopf.Body(cast(kopf.RawBody, body)),
-                type="Warning" if bad and t.new.status != ConditionStatus.UNKNOWN else "Normal",
-                reason=t.new.reason,
-                message=f"{t.type}={t.new.status.value}: {t.new.message}"[:1024],
-            )
+        meta = body["metadata"]
+        now = now_rfc3339()
+        args = (body.get("spec") or {}, meta.get("generation"), body.get("status"), list(ctx.nodes.values()))
+        result = evaluate(*args, ctx.capabilities_of, now, name=name)
+        spec = result.spec
+        if spec is not None and not result.problems:
+            owner = Owner(name, namespace, meta["uid"])
+            try:
+                desired = _build(ctx, owner, spec)
+            except DriverError as err:
+                result = evaluate(
+                    *args, ctx.capabilities_of, now, name=name, extra_problems=[SpecProblem("spec.engine", str(err))]
+                )
+            else:
+                await _converge(ctx, body, owner, desired)
+                pods = ctx.cache.labelled(POD, namespace, {names.POOL_LABEL: name})
+                token = pool_token(ctx.token_key, namespace, name, owner.uid)
+                splits = await ctx.agents.splits(ready_pod_ips(pods), spec.engine.ports.admin, token)
+                deployments = {
+                    np.name: ctx.cache.get(DEPLOYMENT, namespace, names.workload_name(name, np.name))
+                    for np in spec.node_pools
+                }
+                supported = {
+                    np.name: get_driver(spec.effective_engine(np).kind).capabilities.supports_split
+                    for np in spec.node_pools
+                }
+                health = pool_health(spec, name, deployments, pods, splits, supported)
+                result = evaluate(*args, ctx.capabilities_of, now, name=name, health=health)
+        await _write_status(ctx, body, result)
         if result.problems:
             metrics.INVALID_SPECS.inc()
             logger.warning("InvalidSpec: %s", "; ".join(str(p) for p in result.problems))
@@ -106,15 +207,28 @@ async def reconcile(
     metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
 
 
+async def _safe_reconcile(ctx: OperatorContext, key: tuple[str, str], logger: logging.Logger) -> None:
+    try:
+        await reconcile(ctx, key[0], key[1], logger)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        metrics.RECONCILES.labels(result="error").inc()
+        logger.exception("reconcile of %s/%s failed; retrying on the next trigger", *key)
+
+
 async def resync_forever(ctx: OperatorContext, logger: logging.Logger) -> None:
-    """Re-reconcile every known InferencePool each `resync_interval` (the level-based safety net)."""
+    """Reconcile pools whose children changed as soon as poked, and every pool each resync interval."""
+    deadline = time.monotonic() + ctx.config.resync_interval
     while True:
-        await asyncio.sleep(ctx.config.resync_interval)
-        for namespace, name in sorted(ctx.known_pools):
-            try:
-                await reconcile(ctx, namespace, name, logger)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                metrics.RECONCILES.labels(result="error").inc()
-                logger.exception("resync of %s/%s failed; retrying next interval", namespace, name)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ctx.wake.wait(), timeout=max(0.0, deadline - time.monotonic()))
+        ctx.wake.clear()
+        if time.monotonic() >= deadline:
+            batch, deadline = set(ctx.known_pools), time.monotonic() + ctx.config.resync_interval
+        else:
+            await asyncio.sleep(0.2)  # coalesce a burst of child events into one reconcile
+            batch = set(ctx.pending)
+        ctx.pending.clear()
+        for key in sorted(batch):
+            await _safe_reconcile(ctx, key, logger)

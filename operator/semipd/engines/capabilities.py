@@ -41,13 +41,14 @@ _ASCEND = frozenset({Accelerator.ASCEND})
 
 CAPABILITIES: dict[EngineKind, EngineCapabilities] = {
     # Semi-PD `main` fixes the split at launch (SEMI_PD_*_SM_PERCENTILE): changing it relaunches.
-    EngineKind.SGLANG_SEMIPD: EngineCapabilities(_NVIDIA, SwitchMode.RESTART, supports_expert_rebalance=True),
+    EngineKind.SGLANG_SEMIPD: EngineCapabilities(_NVIDIA, SwitchMode.RESTART),
     # Co-located engines: no separate prefill/decode workers, nothing to split.
     EngineKind.VLLM: EngineCapabilities(_NVIDIA, SwitchMode.NONE, supports_expert_rebalance=True),
     EngineKind.VLLM_ASCEND: EngineCapabilities(_ASCEND, SwitchMode.NONE, supports_expert_rebalance=True),
     EngineKind.MINDIE: EngineCapabilities(_ASCEND, SwitchMode.NONE),
-    # The simulated engine mirrors the DistServe-branch standby swap on either vendor.
-    EngineKind.SIM: EngineCapabilities(_NVIDIA | _ASCEND, SwitchMode.STANDBY_SWAP, supports_expert_rebalance=True),
+    # The simulated engine mirrors the DistServe-branch standby swap on either vendor. The Semi-PD fork
+    # (SGLang 0.4.4) predates SGLang's EPLB, and the simulator only counts expert load: no rebalance.
+    EngineKind.SIM: EngineCapabilities(_NVIDIA | _ASCEND, SwitchMode.STANDBY_SWAP),
 }
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from semipd.sim.traces import BLOCK_TOKENS, TraceRequest
 
-PROMPT_TOKENS_FIELD = "semipd_prompt_tokens"
+PROMPT_TOKENS_FIELD = "prompt_tokens"
 """Extension field carrying the intended prompt token count (read by the simulated engine)."""
 
 PromptText = Literal["full", "stub"]

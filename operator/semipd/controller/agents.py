@@ -1,0 +1,56 @@
+"""The operator's client for the in-pod agents' admin API (pods addressed by IP, bearer token).
+
+Reads are best-effort: an agent that does not answer within the timeout is "unknown", never an
+error that stops a reconcile. Concurrency is bounded so a large pool cannot flood the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+TIMEOUT = httpx.Timeout(2.0, connect=1.0)
+
+
+def ready_pod_ips(pods: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """name → pod IP of Running pods whose Ready condition is True."""
+    out = {}
+    for pod in pods:
+        status = pod.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        if status.get("phase") == "Running" and ready and status.get("podIP"):
+            out[pod["metadata"]["name"]] = status["podIP"]
+    return out
+
+
+class AgentClient:
+    """Async admin-API calls to many agents."""
+
+    def __init__(self, concurrency: int = 8) -> None:
+        self._http = httpx.AsyncClient(timeout=TIMEOUT)
+        self._limit = asyncio.Semaphore(concurrency)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def split(self, ip: str, port: int, token: str) -> tuple[int, int] | None:
+        """(prefill, decode) percent of one agent, or None when it cannot be read."""
+        async with self._limit:
+            try:
+                rsp = await self._http.get(f"http://{ip}:{port}/v1/split", headers={"Authorization": f"Bearer {token}"})
+                doc = rsp.json() if rsp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                return None
+        if not isinstance(doc, dict) or not doc.get("supported", True):
+            return None
+        p, d = doc.get("prefillPercent"), doc.get("decodePercent")
+        return (p, d) if isinstance(p, int) and isinstance(d, int) else None
+
+    async def splits(self, ips: Mapping[str, str], port: int, token: str) -> dict[str, tuple[int, int]]:
+        """Splits of every reachable agent, by pod name."""
+        names = list(ips)
+        results = await asyncio.gather(*(self.split(ips[n], port, token) for n in names))
+        return {n: r for n, r in zip(names, results, strict=True) if r is not None}

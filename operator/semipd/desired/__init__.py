@@ -1,0 +1,1 @@
+"""Desired-state builders: pure functions from an InferencePool to every object it owns."""
