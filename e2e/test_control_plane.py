@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from e2e.harness import LOCAL_EXEC_ANNOTATION, Cluster, gpu_pool, wait_until
 from e2e.harness.config import REPO_ROOT, RUN_MARKER_ENV
@@ -103,38 +104,32 @@ def test_nodes_are_ready_accelerator_pools_with_loopback_pod_cidrs(cluster: Clus
 # --- CRDs -----------------------------------------------------------------------------------
 
 
-def _pool(name: str, namespace: str, node_pool: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "semipd.io/v1alpha1",
-        "kind": "InferencePool",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "maxContextLength": 32768},
-            "engine": {"kind": "sim"},
-            "nodePools": [node_pool],
-        },
-    }
+EXAMPLE_POOL = REPO_ROOT / "examples" / "dense-gpu.yaml"
 
 
-GOOD_NODE_POOL = {"name": "h200", "accelerator": "nvidia", "minReplicas": 1, "maxReplicas": 4}
+def _pool(name: str, namespace: str, **node_pool_changes: Any) -> dict[str, Any]:
+    """The maintained example InferencePool, renamed, with its first node pool changed."""
+    pool: dict[str, Any] = yaml.safe_load(EXAMPLE_POOL.read_text())
+    pool["metadata"] = {"name": name, "namespace": namespace}
+    pool["spec"]["nodePools"][0].update(node_pool_changes)
+    return pool
 
 
 def test_semipd_crd_installs_and_apiserver_enforces_schema_and_cel(cluster: Cluster, namespace: str) -> None:
     assert SEMIPD_CRD.exists(), f"{SEMIPD_CRD} missing (generated CRD)"
     install_crd(cluster, SEMIPD_CRD)
 
-    good = kubectl_create(cluster, _pool("good", namespace, GOOD_NODE_POOL))
+    good = kubectl_create(cluster, _pool("good", namespace))
     assert good.returncode == 0, good.stderr
     stored = kubectl_json(cluster, "-n", namespace, "get", "inferencepools.semipd.io", "good")
     assert stored["spec"]["nodePools"][0]["accelerator"] == "nvidia"
 
-    by_schema = kubectl_create(cluster, _pool("bad-schema", namespace, {**GOOD_NODE_POOL, "accelerator": "tpu"}))
+    by_schema = kubectl_create(cluster, _pool("bad-schema", namespace, accelerator="tpu"))
     assert by_schema.returncode != 0
     assert "spec.nodePools[0].accelerator" in by_schema.stderr
     assert 'Unsupported value: "tpu"' in by_schema.stderr
 
-    by_cel = kubectl_create(cluster, _pool("bad-cel", namespace, {**GOOD_NODE_POOL, "minReplicas": 5,
-                                                                  "maxReplicas": 2}))
+    by_cel = kubectl_create(cluster, _pool("bad-cel", namespace, minReplicas=5, maxReplicas=2))
     assert by_cel.returncode != 0
     assert "minReplicas must not exceed maxReplicas" in by_cel.stderr
 

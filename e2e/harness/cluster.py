@@ -448,7 +448,10 @@ class Cluster:
         for group in (("prometheus", "kubelet"), ("kwok", "kube-scheduler", "kube-controller-manager"),
                       ("kube-apiserver",), ("etcd",)):
             pids = [int(recorded[n]["pid"]) for n in group if n in recorded and self.process_alive(n)]
-            processes.terminate_groups(pids, grace=grace)
+            t0 = time.monotonic()
+            killed = processes.terminate_groups(pids, grace=grace)
+            log(f"stopped {', '.join(group)} in {time.monotonic() - t0:.1f}s"
+                + (f" (SIGKILLed {killed})" if killed else ""))
         leftovers = processes.kill_marked(RUN_MARKER_ENV, run_id, grace=2)
         if leftovers:
             log(f"swept {len(leftovers)} leftover process(es) of run {run_id}: {leftovers}")
