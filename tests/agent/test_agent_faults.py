@@ -111,3 +111,36 @@ async def test_worker_killed_mid_batch_is_replaced_and_its_requests_complete(
     requeued = next(ln for ln in engine.splitlines() if ln.startswith("semipd_sim:requeued_requests_total"))
     assert float(requeued.split()[1]) >= 1
     assert metric(pod.metrics_text(), "semipd_agent_worker_restarts_total") == 1
+
+
+async def test_crash_looping_share_backs_off_and_a_new_split_rescues_its_requests(
+    pod_factory: Callable[..., LocalPod],
+) -> None:
+    pod = pod_factory(PodOptions(speedup=20.0, env={"SEMIPD_SIM_FAULT": "prefill-crash-on-batch:40"}))
+    status, body = await asyncio.to_thread(pod.put_split, 40)
+    assert status == 200, body  # the worker starts fine; it dies on its first batch
+    async with aiohttp.ClientSession() as session:
+        stuck = asyncio.ensure_future(stream_completion(session, pod.engine_url, 300, 5))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            _, split = pod.admin("GET", "/v1/split")
+            if split["workerRestartsTotal"] >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert split["workerRestartsTotal"] >= 2
+        assert not stuck.done()  # each replacement at 40 % dies on the requeued batch
+        # Between attempts the lock is free: the operator can move to a healthy share.
+        for _ in range(100):
+            status, body = await asyncio.to_thread(pod.put_split, 60)
+            if status != 409:
+                break
+            await asyncio.sleep(0.05)
+        assert status == 200, body
+        result = await asyncio.wait_for(stuck, timeout=30)
+    assert result.ok, result.error
+    _, split = pod.admin("GET", "/v1/split")
+    restarts = split["workerRestartsTotal"]
+    await asyncio.sleep(1.0)
+    _, split = pod.admin("GET", "/v1/split")
+    assert split["workerRestartsTotal"] == restarts  # the crash loop has ended
+    assert (split["prefillPercent"], split["activeWorker"]["percent"]) == (60, 60)

@@ -23,7 +23,7 @@ class AgentMetrics:
             SWITCH_DURATION_BUCKETS,
         )
         self.worker_restarts = Counter(
-            "semipd_agent_worker_restarts_total", "Crashed prefill workers replaced by the agent."
+            "semipd_agent_worker_restarts_total", "Prefill worker restarts after a crash of the active worker."
         )
         self.switch_in_progress = Gauge("semipd_agent_switch_in_progress", "1 while a split change runs.")
         self.engine_up = Gauge("semipd_agent_engine_up", "1 while the engine is started and serving.")

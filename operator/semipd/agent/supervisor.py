@@ -40,6 +40,7 @@ DRAINING = "draining"
 STOPPED = "stopped"
 
 FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+CRASH_STREAK_WINDOW = 30.0  # s: a worker crash within this long of the previous one backs off further
 
 
 class SupervisionError(RuntimeError):
@@ -126,6 +127,8 @@ class Supervisor:
         self._owner_exit: int | None = None
         self._exit_override: int | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._crash_streak = 0
+        self._last_crash = -CRASH_STREAK_WINDOW
         self._publish_split()
 
     # ---- bookkeeping -------------------------------------------------------------------------
@@ -247,7 +250,11 @@ class Supervisor:
             return
         log.warning("prefill worker %d (%d%%) exited with status %d", w.id, w.percent, exit_status(rc))
         if self.active is w:
-            self._spawn(self._recover_active(w))
+            # Crashes in quick succession back off (a share whose workers keep dying must not spin).
+            now = time.monotonic()
+            self._crash_streak = self._crash_streak + 1 if now - self._last_crash < CRASH_STREAK_WINDOW else 0
+            self._last_crash = now
+            self._spawn(self._recover_active(w, self._crash_streak))
 
     async def _await_control(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -348,13 +355,20 @@ class Supervisor:
                 self.s.worker_drain_timeout,
             )
 
-    async def _recover_active(self, dead: Worker) -> None:
-        async with self._lock:
-            attempt = 0
-            while self.active is dead and not self._stop_requested:
+    async def _recover_active(self, dead: Worker, attempt: int = 0) -> None:
+        """Replace a crashed active worker with one of the same share, with backoff.
+
+        The lock is held per attempt only, so a split change can still be made between attempts
+        (a share whose workers keep crashing must not lock the operator out).
+        """
+        while self.active is dead and not self._stop_requested:
+            if attempt:
+                await asyncio.sleep(min(self.s.restart_backoff_max, 0.25 * 2**attempt))
+            async with self._lock:
+                if self.active is not dead or self._stop_requested:
+                    return
                 self.workers.pop(dead.id, None)
-                if attempt:
-                    await asyncio.sleep(min(self.s.restart_backoff_max, 0.25 * 2**attempt))
+                self.metrics.worker_restarts.inc()  # counted per restart, like a kubelet restartCount
                 try:
                     worker = await self._start_worker(self.split.prefill_percent, self.s.switch_timeout)
                     await self._activate(worker)
@@ -364,7 +378,6 @@ class Supervisor:
                     self._record_error(f"replacing crashed prefill worker {dead.id} failed: {e}", None)
                     continue
                 self.active = worker
-                self.metrics.worker_restarts.inc()
                 log.info("replaced crashed prefill worker %d with worker %d", dead.id, worker.id)
 
     # ---- split changes -----------------------------------------------------------------------
