@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from semipd.sim.engine.openai import (
     full_response,
     parse_generation,
     stream_chunk,
+    stream_chunk_encoder,
     usage_chunk,
 )
 
@@ -87,3 +89,12 @@ def test_response_shapes() -> None:
     assert chunk["choices"][0]["delta"] == {"content": " tok"}
     assert usage_chunk(chat, "c", 0, 4)["choices"] == []
     assert full_response(chat, "c", 0, "hi", 1)["choices"][0]["message"] == {"role": "assistant", "content": "hi"}
+
+
+@pytest.mark.parametrize("kind", [COMPLETION, CHAT])
+@pytest.mark.parametrize(("text", "finish"), [(" tok", None), ('q"uo\\te', "length"), ("é", None)])
+def test_fast_chunk_encoder_matches_plain_json(kind: str, text: str, finish: str | None) -> None:
+    body: dict[str, Any] = {"prompt": "x"} if kind == COMPLETION else {"messages": [{"role": "user", "content": "x"}]}
+    req = parse(body, kind)
+    expected = json.dumps(stream_chunk(req, "id-1", 1700000000, text, finish), separators=(",", ":")).encode()
+    assert stream_chunk_encoder(req, "id-1", 1700000000)(text, finish) == expected

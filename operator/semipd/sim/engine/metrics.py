@@ -45,45 +45,47 @@ class ExpertCollector(Collector):
 
 
 class EngineMetrics:
+    """The engine's series, bound to their label values once (the hot path only observes)."""
+
     def __init__(self, model_name: str, hit_probabilities: Sequence[Sequence[float]] | None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        gauge_labels = ["model_name", "engine_type"]
-        self.num_running_reqs = Gauge("sglang:num_running_reqs", "Running requests", gauge_labels, registry=r)
-        self.num_queue_reqs = Gauge("sglang:num_queue_reqs", "Queued requests", gauge_labels, registry=r)
-        self.num_used_tokens = Gauge("sglang:num_used_tokens", "Used KV tokens", gauge_labels, registry=r)
-        self.token_usage = Gauge("sglang:token_usage", "KV pool usage (0-1)", gauge_labels, registry=r)
-        self.gen_throughput = Gauge("sglang:gen_throughput", "Generation throughput (tok/s)", gauge_labels, registry=r)
-        self.cache_hit_rate = Gauge("sglang:cache_hit_rate", "Prefix cache hit rate", gauge_labels, registry=r)
-        self.max_total_num_tokens = Gauge(
-            "sglang:max_total_num_tokens", "KV pool capacity (tokens)", gauge_labels, registry=r
-        )
-        labels = ["model_name"]
-        self.prompt_tokens = Counter("sglang:prompt_tokens", "Prefill tokens processed", labels, registry=r)
-        self.generation_tokens = Counter("sglang:generation_tokens", "Generated tokens", labels, registry=r)
-        self.cached_tokens = Counter("sglang:cached_tokens", "Prefix-cached prompt tokens", labels, registry=r)
-        self.num_requests = Counter("sglang:num_requests", "Finished requests", labels, registry=r)
-        self.ttft = Histogram(
-            "sglang:time_to_first_token_seconds", "Time to first token", labels, buckets=TTFT_BUCKETS, registry=r
-        )
-        self.tpot = Histogram(
+        gauge_names = ["model_name", "engine_type"]
+        gl = (model_name, "unified")
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, gauge_names, registry=r).labels(*gl)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, ["model_name"], registry=r).labels(model_name)
+
+        def histogram(name: str, doc: str, buckets: Sequence[float]) -> Histogram:
+            return Histogram(name, doc, ["model_name"], buckets=buckets, registry=r).labels(model_name)
+
+        self.num_running_reqs = gauge("sglang:num_running_reqs", "Running requests")
+        self.num_queue_reqs = gauge("sglang:num_queue_reqs", "Queued requests")
+        self.num_used_tokens = gauge("sglang:num_used_tokens", "Used KV tokens")
+        self.token_usage = gauge("sglang:token_usage", "KV pool usage (0-1)")
+        self.gen_throughput = gauge("sglang:gen_throughput", "Generation throughput (tok/s)")
+        self.cache_hit_rate = gauge("sglang:cache_hit_rate", "Prefix cache hit rate")
+        self.max_total_num_tokens = gauge("sglang:max_total_num_tokens", "KV pool capacity (tokens)")
+        self.prompt_tokens = counter("sglang:prompt_tokens", "Prefill tokens processed")
+        self.generation_tokens = counter("sglang:generation_tokens", "Generated tokens")
+        self.cached_tokens = counter("sglang:cached_tokens", "Prefix-cached prompt tokens")
+        self.num_requests = counter("sglang:num_requests", "Finished requests")
+        self.ttft = histogram("sglang:time_to_first_token_seconds", "Time to first token", TTFT_BUCKETS)
+        self.tpot = histogram(
             "sglang:time_per_output_token_seconds",
             "e2e latency / output tokens (includes TTFT, as SGLang 0.4.4)",
-            labels,
-            buckets=TPOT_BUCKETS,
-            registry=r,
+            TPOT_BUCKETS,
         )
-        self.itl = Histogram(
-            "sglang:inter_token_latency_seconds", "Inter-token latency", labels, buckets=ITL_BUCKETS, registry=r
-        )
-        self.e2e = Histogram(
-            "sglang:e2e_request_latency_seconds", "End-to-end request latency", labels, buckets=E2E_BUCKETS, registry=r
-        )
+        self.itl = histogram("sglang:inter_token_latency_seconds", "Inter-token latency", ITL_BUCKETS)
+        self.e2e = histogram("sglang:e2e_request_latency_seconds", "End-to-end request latency", E2E_BUCKETS)
+        self.aborted = counter("semipd_sim:aborted_requests", "Requests the client abandoned")
         self.prefill_percent = Gauge("semipd_sim:prefill_percent", "Active prefill worker share", registry=r)
         self.decode_percent = Gauge("semipd_sim:decode_percent", "Decode share in force", registry=r)
         self.prefill_workers = Gauge("semipd_sim:prefill_workers", "Attached prefill workers", registry=r)
         self.speedup = Gauge("semipd_sim:speedup", "Simulation speedup (model seconds per wall second)", registry=r)
-        self.aborted = Counter("semipd_sim:aborted_requests", "Requests the client abandoned", labels, registry=r)
         self.requeued = Counter("semipd_sim:requeued_requests", "Requests re-prefilled after a worker died", registry=r)
         self.experts: ExpertCollector | None = None
         if hit_probabilities is not None:

@@ -7,7 +7,9 @@ has no EOS; like `ignore_eos`), so `finish_reason` is "length".
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,6 +149,25 @@ def stream_chunk(req: GenerationRequest, rid: str, created: int, text: str, fini
     else:
         choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
     return {"id": rid, "object": _object(req, True), "created": created, "model": req.model, "choices": [choice]}
+
+
+def stream_chunk_encoder(req: GenerationRequest, rid: str, created: int) -> Callable[[str, str | None], bytes]:
+    """Compact JSON of `stream_chunk(req, rid, created, text, finish)` without re-encoding the
+    constant parts for every token (the engine's hot path)."""
+    text_mark, finish_mark = "\x00text\x00", "\x00finish\x00"
+    template = json.dumps(stream_chunk(req, rid, created, text_mark, finish_mark), separators=(",", ":"))
+    prefix, rest = template.split(json.dumps(text_mark))
+    middle, suffix = rest.split(json.dumps(finish_mark))
+    head, mid, tail = prefix.encode(), middle.encode(), suffix.encode()
+    encoded: dict[str, bytes] = {}
+
+    def encode(text: str, finish: str | None) -> bytes:
+        piece = encoded.get(text)
+        if piece is None:
+            piece = encoded[text] = json.dumps(text).encode()
+        return head + piece + mid + json.dumps(finish).encode() + tail
+
+    return encode
 
 
 def role_chunk(req: GenerationRequest, rid: str, created: int) -> dict[str, Any]:

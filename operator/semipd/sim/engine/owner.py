@@ -41,7 +41,7 @@ from semipd.sim.engine.openai import (
     full_response,
     parse_generation,
     role_chunk,
-    stream_chunk,
+    stream_chunk_encoder,
     token_text,
     usage_chunk,
 )
@@ -127,7 +127,7 @@ class DecodeOwner:
                 m.moe_layers, m.experts, m.experts_per_token, cfg.expert_skew, cfg.expert_seed
             )
         self.metrics = EngineMetrics(cfg.served_model_name, hits)
-        self.metrics.max_total_num_tokens.labels(cfg.served_model_name, "unified").set(capacity)
+        self.metrics.max_total_num_tokens.set(capacity)
         self.metrics.speedup.set(cfg.speedup)
         self.metrics.decode_percent.set(self.decode_percent)
         self._throughput_mark = (time.monotonic(), 0)
@@ -145,18 +145,14 @@ class DecodeOwner:
             workers=tuple(w.info() for w in sorted(self.workers.values(), key=lambda w: w.id)),
         )
 
-    def _labels(self) -> tuple[str, str]:
-        return (self.cfg.served_model_name, "unified")
-
     def _publish(self) -> None:
         m = self.metrics
-        labels = self._labels()
         in_batches = sum(len(b) for _, b in self.batches.values())
-        m.num_running_reqs.labels(*labels).set(len(self.running) + len(self.joining) + in_batches)
-        m.num_queue_reqs.labels(*labels).set(len(self.waiting))
+        m.num_running_reqs.set(len(self.running) + len(self.joining) + in_batches)
+        m.num_queue_reqs.set(len(self.waiting))
         used = sum(r.kv_used for r in self.running) + sum(r.kv_used for r in self.joining)
-        m.num_used_tokens.labels(*labels).set(used)
-        m.token_usage.labels(*labels).set(used / self.kv.capacity)
+        m.num_used_tokens.set(used)
+        m.token_usage.set(used / self.kv.capacity)
         active = self.workers.get(self.active) if self.active is not None else None
         m.prefill_percent.set(active.percent if active else 0)
         m.prefill_workers.set(len(self.workers))
@@ -222,7 +218,7 @@ class DecodeOwner:
                 self._finish(r, now)
             else:
                 self.joining.append(r)
-        self.metrics.prompt_tokens.labels(self.cfg.served_model_name).inc(tokens)
+        self.metrics.prompt_tokens.inc(tokens)
         if self.metrics.experts is not None:
             self.metrics.experts.routed_tokens += tokens
         self._decode.set()
@@ -240,11 +236,10 @@ class DecodeOwner:
     # ---- tokens --------------------------------------------------------------------------------
 
     def _emit(self, r: SimRequest, now: float) -> None:
-        name = self.cfg.served_model_name
         if r.generated == 0:
-            self.metrics.ttft.labels(name).observe((now - r.arrival) * self.clock_scale)
+            self.metrics.ttft.observe((now - r.arrival) * self.clock_scale)
         else:
-            self.metrics.itl.labels(name).observe((now - r.last_token_at) * self.clock_scale)
+            self.metrics.itl.observe((now - r.last_token_at) * self.clock_scale)
         r.last_token_at = now
         r.events.put_nowait(r.generated)
         r.generated += 1
@@ -255,13 +250,12 @@ class DecodeOwner:
             r.kv_reserved = False
 
     def _finish(self, r: SimRequest, now: float) -> None:
-        name = self.cfg.served_model_name
         self._release(r)
         e2e = (now - r.arrival) * self.clock_scale
-        self.metrics.e2e.labels(name).observe(e2e)
-        self.metrics.tpot.labels(name).observe(e2e / r.generated)
-        self.metrics.num_requests.labels(name).inc()
-        self.metrics.generation_tokens.labels(name).inc(r.generated)
+        self.metrics.e2e.observe(e2e)
+        self.metrics.tpot.observe(e2e / r.generated)
+        self.metrics.num_requests.inc()
+        self.metrics.generation_tokens.inc(r.generated)
         self._generated_total += r.generated
         r.events.put_nowait(FINISHED)
 
@@ -321,7 +315,7 @@ class DecodeOwner:
         total = self._generated_total + in_flight
         if now - mark_time >= 1.0:
             rate = (total - mark_tokens) / ((now - mark_time) * self.clock_scale)
-            self.metrics.gen_throughput.labels(*self._labels()).set(max(0.0, rate))
+            self.metrics.gen_throughput.set(max(0.0, rate))
             self._throughput_mark = (now, total)
 
     # ---- IPC with prefill workers --------------------------------------------------------------
@@ -496,7 +490,7 @@ class DecodeOwner:
         if r.generated >= r.gen.max_tokens:
             return
         r.aborted = True
-        self.metrics.aborted.labels(self.cfg.served_model_name).inc()
+        self.metrics.aborted.inc()
         if r.waiting:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(r)
@@ -509,12 +503,22 @@ class DecodeOwner:
         created = int(time.time())
         if r.gen.kind == CHAT:
             await resp.write(_sse(role_chunk(r.gen, r.rid, created)))
-        while True:
-            index = await r.events.get()
-            if index == FINISHED:
-                break
-            last = index + 1 >= r.gen.max_tokens
-            await resp.write(_sse(stream_chunk(r.gen, r.rid, created, token_text(index), "length" if last else None)))
+        encode = stream_chunk_encoder(r.gen, r.rid, created)
+        finished = False
+        while not finished:
+            # Tokens that queued up while this handler waited go out in one write.
+            pieces = [await r.events.get()]
+            while not r.events.empty():
+                pieces.append(r.events.get_nowait())
+            out = []
+            for index in pieces:
+                if index == FINISHED:
+                    finished = True
+                    break
+                last = index + 1 >= r.gen.max_tokens
+                out.append(b"data: " + encode(token_text(index), "length" if last else None) + b"\n\n")
+            if out:
+                await resp.write(b"".join(out))
         if r.gen.include_usage:
             await resp.write(_sse(usage_chunk(r.gen, r.rid, created, r.generated)))
         await resp.write(b"data: [DONE]\n\n")
