@@ -16,6 +16,7 @@ from kubernetes.aio.dynamic import DynamicClient
 from kubernetes.aio.dynamic.exceptions import NotFoundError
 
 from semipd.api.v1alpha1 import GROUP, PLURAL, VERSION
+from semipd.controller import metrics
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ class PoolClient:
     async def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The live object, or None if it is gone."""
         try:
+            metrics.API_REQUESTS.labels(verb="get", kind="InferencePool").inc()
             obj = await self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
         except client.ApiException as err:
             if err.status == 404:
@@ -47,6 +49,7 @@ class PoolClient:
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Merge-patch `.status` through the status subresource."""
+        metrics.API_REQUESTS.labels(verb="patch-status", kind="InferencePool").inc()
         await self._custom.patch_namespaced_custom_object_status(
             GROUP,
             VERSION,
@@ -65,7 +68,6 @@ class ChildClient:
         self._api = api
         self._dynamic: DynamicClient | None = None
         self._field_manager = field_manager
-        self.requests = 0
 
     async def _resource(self, api_version: str, kind: str) -> Any:
         if self._dynamic is None:
@@ -75,7 +77,7 @@ class ChildClient:
     async def apply(self, body: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply `body` under our field manager, taking over conflicting fields."""
         resource = await self._resource(body["apiVersion"], body["kind"])
-        self.requests += 1
+        metrics.API_REQUESTS.labels(verb="apply", kind=body["kind"]).inc()
         assert self._dynamic is not None
         live = await self._dynamic.server_side_apply(  # type: ignore[no-untyped-call]
             resource, body=body, field_manager=self._field_manager, force_conflicts=True
@@ -85,7 +87,7 @@ class ChildClient:
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete one object (foreground is not needed: its own children are garbage-collected)."""
         resource = await self._resource(api_version, kind)
-        self.requests += 1
+        metrics.API_REQUESTS.labels(verb="delete", kind=kind).inc()
         assert self._dynamic is not None
         try:
             await self._dynamic.delete(resource, name=name, namespace=namespace)  # type: ignore[no-untyped-call]
@@ -99,7 +101,6 @@ class EventRecorder:
     def __init__(self, api: client.ApiClient, component: str) -> None:
         self._core = client.CoreV1Api(api)
         self._component = component
-        self.requests = 0
 
     async def post(self, body: dict[str, Any], type: str, reason: str, message: str) -> None:
         """Record one Event; failures are logged, never raised (Events are best-effort)."""
@@ -126,7 +127,7 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": 1,
         }
-        self.requests += 1
+        metrics.API_REQUESTS.labels(verb="create", kind="Event").inc()
         try:
             model = client.CoreV1Event.from_dict(event)
             assert model is not None

@@ -11,6 +11,9 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 INVALID_SPECS = Counter("semipd_invalid_spec", "Reconciles that found an InvalidSpec")
+API_REQUESTS = Counter(
+    "semipd_kube_api_requests", "Kubernetes API requests made by reconciles (watches excluded)", ["verb", "kind"]
+)
 
 
 def serve(host: str, port: int) -> None:

@@ -117,12 +117,13 @@ async def _write_status(ctx: OperatorContext, body: dict[str, Any], result: Eval
         await ctx.events.post(body, kind, t.new.reason, f"{t.type}={t.new.status.value}: {t.new.message}")
 
 
-def _build(ctx: OperatorContext, owner: Owner, spec: InferencePoolSpec) -> list[dict[str, Any]]:
-    replicas = {}
-    for np in spec.node_pools:
-        live = ctx.cache.get(DEPLOYMENT, owner.namespace, names.workload_name(owner.name, np.name))
-        current = ((live or {}).get("spec") or {}).get("replicas")
-        replicas[np.name] = desired_replicas(np, current, None)
+def _build(
+    ctx: OperatorContext, owner: Owner, spec: InferencePoolSpec, status: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    # The last decision is recorded in our status, not read back from the Deployment: a hand edit of
+    # the Deployment's replicas is drift to revert, not a new decision.
+    decided = {p.get("name"): p.get("desiredReplicas") for p in (status or {}).get("nodePools") or []}
+    replicas = {np.name: desired_replicas(np, decided.get(np.name), None) for np in spec.node_pools}
     token = pool_token(ctx.token_key, owner.namespace, owner.name, owner.uid)
     return desired_children(
         owner, spec, token=token, replicas=replicas, settings=ctx.settings, gie_installed=ctx.gie_installed
@@ -178,7 +179,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
         if spec is not None and not result.problems:
             owner = Owner(name, namespace, meta["uid"])
             try:
-                desired = _build(ctx, owner, spec)
+                desired = _build(ctx, owner, spec, body.get("status"))
             except DriverError as err:
                 result = evaluate(
                     *args, ctx.capabilities_of, now, name=name, extra_problems=[SpecProblem("spec.engine", str(err))]
