@@ -448,3 +448,56 @@ def test_second_up_reuses_and_down_leaves_no_process(tmp_path: Path) -> None:
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"https://127.0.0.1:{api_port}/readyz", verify=False, timeout=2)
     assert not Cluster(tmp_path / "cluster").state
+
+
+def _local_pod(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "annotations": {LOCAL_EXEC_ANNOTATION: "true"}},
+            "spec": spec}
+
+
+def test_sidecar_graceful_termination_and_liveness_restart(cluster: Cluster, namespace: str) -> None:
+    core = cluster.core()
+    graceful = _local_pod("graceful", namespace, {
+        "terminationGracePeriodSeconds": 20,
+        "initContainers": [{"name": "sidecar", "image": "local", "restartPolicy": "Always",
+                            "command": ["sh", "-c", "trap 'echo sidecar-term; exit 0' TERM; "
+                                        "while :; do sleep 0.1; done"]}],
+        "containers": [{"name": "main", "image": "local",
+                        "command": ["sh", "-c", "trap 'echo main-term; exit 0' TERM; echo up; "
+                                    "while :; do sleep 0.1; done"]}],
+    })
+    stubborn = _local_pod("stubborn", namespace, {
+        "terminationGracePeriodSeconds": 2,
+        "containers": [{"name": "main", "image": "local", "command": ["sh", "-c", "trap '' TERM; sleep 3600"]}],
+    })
+    unhealthy = _local_pod("unhealthy", namespace, {
+        "containers": [{"name": "main", "image": "local", "command": ["sleep", "3600"],
+                        "livenessProbe": {"tcpSocket": {"port": 9999}, "periodSeconds": 1, "failureThreshold": 2}}],
+    })
+    cluster.apply(graceful, stubborn, unhealthy)
+    for name in ("graceful", "stubborn", "unhealthy"):
+        wait_until(lambda n=name: core.read_namespaced_pod(n, namespace).status.phase == "Running", timeout=30,
+                   what=f"{name} Running")
+    pod = core.read_namespaced_pod("graceful", namespace)
+    assert pod.status.init_container_statuses[0].state.running is not None  # the sidecar keeps running
+
+    t0 = time.monotonic()
+    core.delete_namespaced_pod("graceful", namespace)
+    core.delete_namespaced_pod("stubborn", namespace)
+    wait_until(lambda: not [p for p in core.list_namespaced_pod(namespace).items
+                            if p.metadata.name == "graceful"], timeout=15, what="graceful pod removed")
+    graceful_s = time.monotonic() - t0
+    assert graceful_s < 10  # it exited on SIGTERM, long before its 20 s grace period
+    assert cluster.pod_log(namespace, "graceful", "main").split() == ["up", "main-term"]
+    assert cluster.pod_log(namespace, "graceful", "sidecar").split() == ["sidecar-term"]
+    wait_until(lambda: not [p for p in core.list_namespaced_pod(namespace).items
+                            if p.metadata.name == "stubborn"], timeout=15, what="stubborn pod removed")
+    assert time.monotonic() - t0 >= 2  # SIGTERM ignored: removed only after the 2 s grace period
+    assert "Killing" in {e.reason for e in cluster.events(namespace, "stubborn")}
+
+    def restarted() -> Any:
+        cs = core.read_namespaced_pod("unhealthy", namespace).status.container_statuses
+        return cs and cs[0].restart_count >= 1
+    wait_until(restarted, timeout=30, what="liveness failure to restart the container")
+    assert "Unhealthy" in {e.reason for e in cluster.events(namespace, "unhealthy")}

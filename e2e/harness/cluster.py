@@ -178,6 +178,7 @@ class Cluster:
             return probe()
 
         deadline = time.monotonic() + timeout
+        last: Exception | None = None
         while True:
             try:
                 if check():
@@ -186,8 +187,6 @@ class Cluster:
                 raise
             except Exception as exc:  # not up yet
                 last = exc
-            else:
-                last = None
             if time.monotonic() > deadline:
                 raise Timeout(f"{name} not healthy after {timeout:.0f}s (last: {last!r}); log tail:\n"
                               f"{self.log_tail(name)}")

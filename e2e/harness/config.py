@@ -23,6 +23,9 @@ RUN_MARKER_ENV = "SEMIPD_HARNESS_RUN"
 """Every process the harness starts carries this variable (value: the cluster's run id), so a
 teardown can find stragglers that left their process group."""
 POD_MARKER_ENV = "SEMIPD_POD_UID"
+CONTAINER_MARKER_ENV = "SEMIPD_CONTAINER"
+"""With POD_MARKER_ENV, identifies a container's processes (for the runtime-style kill of
+everything a container's main process leaves behind)."""
 
 
 def cache_dir() -> Path:

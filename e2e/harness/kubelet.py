@@ -36,7 +36,7 @@ from kubernetes import client, watch
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError
 
 from . import kube, podspec, processes
-from .config import LOCAL_EXEC_ANNOTATION, POD_MARKER_ENV, RUN_MARKER_ENV, RunPaths
+from .config import CONTAINER_MARKER_ENV, LOCAL_EXEC_ANNOTATION, POD_MARKER_ENV, RUN_MARKER_ENV, RunPaths
 from .podspec import ContainerState, PodConfigError, Probe
 
 PODEXEC = Path(__file__).with_name("podexec.py")
@@ -200,16 +200,16 @@ class Kubelet:
                     seen.add(pod["metadata"]["uid"])
                     self.handle("ADDED", pod)
                 with self.lock:
-                    vanished = [w for uid, w in self.workers.items() if uid not in seen]
-                for w in vanished:
-                    w.removed()
+                    vanished = [worker for uid, worker in self.workers.items() if uid not in seen]
+                for worker in vanished:
+                    worker.removed()
                 self.paths.kubelet_ready.touch()
                 rv = listing["metadata"]["resourceVersion"]
-                w = watch.Watch()
-                for ev in w.stream(self.core.list_pod_for_all_namespaces, resource_version=rv,
+                stream = watch.Watch()
+                for ev in stream.stream(self.core.list_pod_for_all_namespaces, resource_version=rv,
                                    timeout_seconds=300, allow_watch_bookmarks=True, deserialize=False):
                     if self.stopping.is_set():
-                        w.stop()
+                        stream.stop()
                         break
                     if ev["type"] == "BOOKMARK":
                         continue
@@ -344,7 +344,7 @@ class ContainerRunner:
             return
         pid = self.proc.pid
         self.proc = None
-        processes.signal_group(pid, signal.SIGKILL)  # the runtime kills what the main process left
+        self.kill_leftovers(pid)
         code = rc if rc >= 0 else 128 - rc
         term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                 "startedAt": self.started_at, "finishedAt": now_iso(), "containerID": ""}
@@ -417,9 +417,22 @@ class ContainerRunner:
             return False
         return False
 
-    def signal(self, sig: int) -> None:
+    def terminate(self) -> None:
+        """SIGTERM the main process only, as a runtime signals a container's PID 1; what it does
+        with its children (e.g. an agent draining its workers) is up to it."""
         if self.proc is not None:
-            processes.signal_group(self.proc.pid, sig)
+            processes.signal_pid(self.proc.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.kill_leftovers(self.proc.pid)
+
+    def kill_leftovers(self, pid: int) -> None:
+        """SIGKILL the container's process group and anything else carrying its marker (a
+        runtime tears down the whole PID namespace when PID 1 goes)."""
+        processes.signal_group(pid, signal.SIGKILL)
+        for p in processes.pids_with_markers({POD_MARKER_ENV: self.w.uid, CONTAINER_MARKER_ENV: self.name}):
+            processes.signal_pid(p, signal.SIGKILL)
 
     def stop(self, grace: float, *, final: bool = False) -> None:
         """SIGTERM the container's process group, SIGKILL it after `grace` seconds; it then
@@ -429,11 +442,11 @@ class ContainerRunner:
             if final:
                 self.done = True
             return
-        self.signal(signal.SIGTERM)
+        self.terminate()
         try:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            self.signal(signal.SIGKILL)
+            self.kill()
             self.proc.wait(timeout=10)
         self._poll(time.monotonic())
 
@@ -541,6 +554,7 @@ class PodWorker(threading.Thread):
             "POD_IP": self.pod["status"]["podIP"],
             RUN_MARKER_ENV: self.kubelet.run_id,
             POD_MARKER_ENV: self.uid,
+            CONTAINER_MARKER_ENV: runner.name,
         }
         for resource, var in DEVICE_ENV.items():
             if f"{runner.name}/{resource}" in self.devices:
@@ -713,15 +727,15 @@ class PodWorker(threading.Thread):
                                f"Stopping containers {[r.name for r in running]} (grace {grace:g}s)")
         deadline = time.monotonic() + grace
         for r in self.mains:  # containers first, then sidecars, as the kubelet does
-            r.signal(signal.SIGTERM)
+            r.terminate()
         self._wait(self.mains, deadline)
         sidecars = [r for r in self.inits if r.kind == "sidecar" or r.proc is not None]
         for r in sidecars:
-            r.signal(signal.SIGTERM)
+            r.terminate()
         self._wait(sidecars, max(deadline, time.monotonic() + 1))
         for r in self.mains + self.inits:
             if r.proc is not None:
-                r.signal(signal.SIGKILL)
+                r.kill_leftovers(r.proc.pid)
                 r.proc.wait(timeout=10)
                 r.proc = None
         processes.kill_marked(POD_MARKER_ENV, self.uid, grace=1)

@@ -116,18 +116,22 @@ def has_marker(pid: int, name: str, value: str) -> bool:
     return f"{name}={value}".encode() in environ_of(pid).split(b"\0")
 
 
-def pids_with_marker(name: str, value: str) -> list[int]:
-    """Every live process whose initial environment has NAME=VALUE."""
-    needle = f"{name}={value}".encode()
+def pids_with_markers(markers: Mapping[str, str]) -> list[int]:
+    """Every live process (but this one) whose initial environment has all NAME=VALUE pairs."""
+    needles = {f"{k}={v}".encode() for k, v in markers.items()}
     me = os.getpid()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         pid = int(entry)
-        if needle in environ_of(pid).split(b"\0") and alive(pid):
+        if needles <= set(environ_of(pid).split(b"\0")) and alive(pid):
             found.append(pid)
     return found
+
+
+def pids_with_marker(name: str, value: str) -> list[int]:
+    return pids_with_markers({name: value})
 
 
 def signal_group(pgid: int, sig: int) -> None:
