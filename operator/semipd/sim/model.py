@@ -27,6 +27,19 @@ __all__ = [
 _SHARE_CACHE_SIZE = 1024
 
 
+def contended_shares(prefill_share: float, decode_share: float) -> tuple[float, float]:
+    """Effective (prefill, decode) shares while both workers run kernels at the same time.
+
+    MPS caps each process at its percentage; when the caps sum past the whole device the two
+    processes split the SMs in proportion to their caps (Semi-PD evaluates its fits on the same
+    normalised shares x/(x+y), y/(x+y)). Caps that fit side by side are granted as they are.
+    """
+    total = prefill_share + decode_share
+    if total <= 1.0:
+        return prefill_share, decode_share
+    return prefill_share / total, decode_share / total
+
+
 class ModelFitError(ValueError):
     """The model's weights do not fit the devices at the requested memory fraction."""
 

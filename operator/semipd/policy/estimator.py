@@ -1,0 +1,189 @@
+"""Latency curves of one node pool's replicas, fitted online, used to predict the effect of a split
+or replica change before making it.
+
+Form (Semi-PD §5, Eq. 4, extended): TTFT_p99(x, r) = a1 / (x' - r * l100) + b1 and
+ITL_p99(y, r) = c * step(batch(r), y'), where x', y' are the *effective* prefill/decode shares
+under MPS contention (`contended_shares`), r the per-replica arrival rate, l100 the prefill time of
+a mean prompt at full share, and step() the roofline decode-step time of the latency model. The
+model gives the structure and priors; observations fit a1, l100 and c, so a wrong hardware
+profile is corrected by what Prometheus actually shows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from semipd.sim.model import LatencyModel, contended_shares
+
+P99_FACTOR = 2.0
+"""Prior p99 / mean prefill time before any observation (prompt-length spread; near-deterministic service
+makes M/M/1's ln(100) far too pessimistic at low load). Observations replace it."""
+DEFAULT_PROMPT_TOKENS = 1024.0
+DEFAULT_OUTPUT_TOKENS = 256.0
+MAX_SAMPLES = 24
+SATURATED_S = 1e6
+"""Stand-in TTFT for a saturated replica (arrivals faster than prefill can serve)."""
+_L100_GRID = tuple(2.0 ** (k / 4.0) for k in range(-8, 9))  # 0.25x .. 4x of the prior
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One pod-level observation usable for fitting."""
+
+    prefill_share: float
+    """Effective prefill share (0-1]."""
+    decode_share: float
+    rate: float
+    """Per-replica arrivals/s."""
+    ttft: float
+    itl: float | None
+    batch: float | None
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Fitted parameters of one node pool (part of the controller state; replaced, never mutated)."""
+
+    prompt_tokens: float = DEFAULT_PROMPT_TOKENS
+    output_tokens: float = DEFAULT_OUTPUT_TOKENS
+    l100_scale: float = 1.0
+    """Fitted l100 / model l100."""
+    a1: float | None = None
+    """Fitted TTFT amplitude (seconds x share); None until observed."""
+    itl_scale: float = 1.0
+    """Observed / modelled ITL (EWMA)."""
+    samples: tuple[Sample, ...] = ()
+
+    def observe(self, sample: Sample, prompt_tokens: float | None, output_tokens: float | None) -> Fit:
+        """Add one observation (bounded history) and update the mean request shape."""
+        fit = replace(self, samples=(*self.samples, sample)[-MAX_SAMPLES:])
+        if prompt_tokens is not None and prompt_tokens > 0:
+            fit = replace(fit, prompt_tokens=prompt_tokens)
+        if output_tokens is not None and output_tokens > 0:
+            fit = replace(fit, output_tokens=output_tokens)
+        return fit
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """Predictions for one node pool from its latency model and fit."""
+
+    model: LatencyModel
+    fit: Fit
+
+    # --- building blocks ---------------------------------------------------------------------------
+
+    def l100(self) -> float:
+        """Seconds to prefill one mean prompt at full share (fitted)."""
+        base = self.model.prefill_time([max(1, round(self.fit.prompt_tokens))], 1.0)
+        return base * self.fit.l100_scale
+
+    def a1(self) -> float:
+        return self.fit.a1 if self.fit.a1 is not None else P99_FACTOR * self.l100()
+
+    def _step(self, batch: float, decode_share: float) -> float:
+        b = max(1, round(batch))
+        context = self.fit.prompt_tokens + self.fit.output_tokens / 2.0
+        share = min(1.0, max(decode_share, 0.01))
+        return self.model.decode_step_time(b, int(b * context), share, prefill_running=True)
+
+    # --- predictions --------------------------------------------------------------------------------
+
+    def ttft(self, prefill_pct: int, decode_pct: int, rate: float) -> float:
+        """Predicted p99 TTFT (s) at split (prefill_pct, decode_pct) and per-replica arrival rate."""
+        x, _ = contended_shares(prefill_pct / 100.0, decode_pct / 100.0)
+        room = x - rate * self.l100()
+        if room <= 0:
+            # Saturated: the queue grows without bound. Stay finite and monotone so that more prefill
+            # share still ranks as less bad (the controller must know which way to move).
+            return SATURATED_S * (1.0 - room)
+        return self.a1() / room
+
+    def batch(self, decode_share: float, rate: float) -> float:
+        """Steady-state decode batch by Little's law: arrivals x tokens x step time (fixed point)."""
+        batch = max(1.0, rate * self.fit.output_tokens * self._step(1.0, decode_share))
+        for _ in range(5):
+            batch = max(1.0, rate * self.fit.output_tokens * self._step(batch, decode_share))
+        return batch
+
+    def itl(self, prefill_pct: int, decode_pct: int, rate: float) -> float:
+        """Predicted p99 ITL (s) at a split and per-replica arrival rate."""
+        _, y = contended_shares(prefill_pct / 100.0, decode_pct / 100.0)
+        return self.fit.itl_scale * self._step(self.batch(y, rate), y)
+
+    def headroom(self, prefill_pct: int, decode_pct: int, rate: float, ttft_slo: float, itl_slo: float) -> float:
+        """min over both SLOs of (SLO - predicted) / SLO; negative means a predicted violation."""
+        t = self.ttft(prefill_pct, decode_pct, rate)
+        i = self.itl(prefill_pct, decode_pct, rate)
+        return min((ttft_slo - t) / ttft_slo, (itl_slo - i) / itl_slo)
+
+    def best_split(
+        self, candidates: Sequence[int], decode_pct: int, rate: float, ttft_slo: float, itl_slo: float
+    ) -> tuple[int, float]:
+        """The prefill share with the most headroom (ties: the first candidate, i.e. the closest)."""
+        best, best_h = candidates[0], -math.inf
+        for x in candidates:
+            h = self.headroom(x, decode_pct, rate, ttft_slo, itl_slo)
+            if h > best_h + 1e-9:
+                best, best_h = x, h
+        return best, best_h
+
+    def capacity(
+        self, candidates: Sequence[int], decode_pct: int, ttft_slo: float, itl_slo: float, margin: float
+    ) -> float:
+        """Highest per-replica arrival rate at which some candidate split keeps `margin` headroom."""
+
+        def ok(rate: float) -> bool:
+            return self.best_split(candidates, decode_pct, rate, ttft_slo, itl_slo)[1] >= margin
+
+        if not ok(0.0):
+            return 0.0
+        lo, hi = 0.0, 1.0
+        while ok(hi) and hi < 1e6:
+            lo, hi = hi, hi * 2.0
+        for _ in range(20):
+            mid = (lo + hi) / 2.0
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+        return lo
+
+
+def refit(model: LatencyModel, fit: Fit) -> Fit:
+    """Fit l100 (grid over the prior) and a1 (closed form) to the TTFT samples; ITL scale by EWMA.
+
+    With fewer than three samples, or samples that all share one split and load, only a1 is fitted
+    (the prior l100 stays): one point cannot separate the amplitude from the queueing pole.
+    """
+    samples = [s for s in fit.samples if s.ttft > 0 and math.isfinite(s.ttft)]
+    base = model.prefill_time([max(1, round(fit.prompt_tokens))], 1.0)
+    distinct = len({(round(s.prefill_share, 3), round(s.rate, 2)) for s in samples})
+    scales = _L100_GRID if len(samples) >= 3 and distinct >= 2 else (fit.l100_scale,)
+    best: tuple[float, float, float] | None = None
+    for scale in scales:
+        l100 = base * scale
+        g = [1.0 / (s.prefill_share - s.rate * l100) for s in samples if s.prefill_share > s.rate * l100]
+        if len(g) < len(samples) or not g:
+            continue
+        # Least squares on relative error: minimise sum((a*g - t)/t)^2.
+        ts = [s.ttft for s in samples]
+        num = sum(gi / t for gi, t in zip(g, ts, strict=True))
+        den = sum((gi / t) ** 2 for gi, t in zip(g, ts, strict=True))
+        a1 = num / den
+        sse = sum(((a1 * gi - t) / t) ** 2 for gi, t in zip(g, ts, strict=True))
+        if best is None or sse < best[0] - 1e-12:
+            best = (sse, scale, a1)
+    out = fit
+    if best is not None:
+        out = replace(out, l100_scale=best[1], a1=best[2])
+    itl_ratios = []
+    est = Estimator(model, out)
+    for s in samples[-6:]:
+        if s.itl is not None and s.itl > 0 and s.batch is not None:
+            modelled = est._step(max(1.0, s.batch), s.decode_share)
+            if modelled > 0:
+                itl_ratios.append(s.itl / modelled)
+    if itl_ratios:
+        itl_ratios.sort()
+        out = replace(out, itl_scale=itl_ratios[len(itl_ratios) // 2])
+    return out

@@ -1,0 +1,73 @@
+"""The autoscaler's memory between evaluations, and the decisions it emits. Immutable values.
+
+The planner returns a new state with every plan; the operator keeps it in memory per
+InferencePool, the fleet simulator per run. Losing it (an operator restart) is safe: timers
+restart, which only delays scale-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from semipd.policy.estimator import Fit
+
+
+@dataclass(frozen=True)
+class ControllerState:
+    """Per pod and per node pool memory of the controller."""
+
+    last_split_change: Mapping[str, float] = field(default_factory=dict)
+    """Pod -> time of its last split change (cooldown)."""
+    slack_since: Mapping[str, float] = field(default_factory=dict)
+    """Node pool -> since when both SLOs had slack continuously (scale-in stabilization)."""
+    breach_since: Mapping[str, float] = field(default_factory=dict)
+    """Node pool -> since when capacity has been short continuously (scale-up stabilization)."""
+    last_scale: Mapping[str, float] = field(default_factory=dict)
+    """Node pool -> time of its last replica change."""
+    full_since: Mapping[str, float] = field(default_factory=dict)
+    """Node pool -> when its new pods were found unschedulable past the timeout (no room)."""
+    fits: Mapping[str, Fit] = field(default_factory=dict)
+    """Node pool -> fitted latency curves."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One action with a machine-readable reason and the numbers behind it."""
+
+    time: float
+    action: str
+    """SplitChange | ScaleOut | ScaleIn | PoolFallback."""
+    reason: str
+    node_pool: str | None = None
+    pod: str | None = None
+    message: str = ""
+    details: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SplitChange:
+    """Move one pod's prefill/decode split."""
+
+    pod: str
+    node_pool: str
+    prefill_percent: int
+    decode_percent: int
+    previous: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything one evaluation decided."""
+
+    replicas: Mapping[str, int]
+    """Desired replicas per node pool (unchanged pools included)."""
+    splits: tuple[SplitChange, ...]
+    decisions: tuple[Decision, ...]
+    state: ControllerState
+    metrics_available: bool
+    metrics_reason: str
+    metrics_message: str
+    slo_met: bool | None
+    """None when unknown (no data)."""
+    slo_message: str = ""

@@ -1,0 +1,299 @@
+"""The SLO autoscaler's plan() over tables of observations, and its invariants as properties."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from semipd.api.v1alpha1 import InferencePoolSpec
+from semipd.policy.estimator import Estimator, Fit
+from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
+from semipd.policy.planner import PoolContext, plan
+from semipd.policy.state import ControllerState
+from semipd.sim.model import LatencyModel
+
+H200 = LatencyModel.from_names("h200", "llama-3-8b")
+ASCEND = LatencyModel.from_names("ascend-910b3", "llama-3-8b")
+
+
+def spec(**over: Any) -> InferencePoolSpec:
+    doc: dict[str, Any] = {
+        "model": {"name": "m", "source": "hf://m/m"},
+        "engine": {"kind": "sim"},
+        "nodePools": [
+            {"name": "h200", "accelerator": "nvidia", "minReplicas": 1, "maxReplicas": 6, "costPerHour": 10},
+            {"name": "ascend", "accelerator": "ascend", "minReplicas": 0, "maxReplicas": 6, "costPerHour": 4},
+        ],
+        "semiPD": {"initialPrefillPercent": 50, "minPrefillPercent": 20, "maxPrefillPercent": 90, "stepPercent": 10},
+        "slo": {"ttftP99": "1s", "itlP99": "60ms"},
+        "autoscaling": {"interval": "10s", "scaleDownStabilization": "60s", "pendingTimeout": "30s"},
+    }
+    for path, value in over.items():
+        node = doc
+        keys = path.split("__")
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+    return InferencePoolSpec.model_validate(doc)
+
+
+POOLS = {
+    "h200": PoolContext(H200, True, H200.switch_cost()),
+    "ascend": PoolContext(ASCEND, True, ASCEND.switch_cost()),
+}
+
+
+def pod(name: str, rate: float, split: tuple[int, int] = (50, 100), pool: str = "h200", **over: Any) -> PodObservation:
+    """A pod whose latencies are what the latency model predicts at this split and load."""
+    est = Estimator(POOLS[pool].model, Fit())
+    ttft = est.ttft(split[0], split[1], rate)
+    itl = est.itl(split[0], split[1], rate)
+    fields: dict[str, Any] = dict(
+        pod=name,
+        node_pool=pool,
+        ttft_p99=min(ttft, 1000.0),
+        itl_p99=itl,
+        request_rate=rate,
+        prompt_tokens_rate=rate * 1024,
+        generation_tokens_rate=rate * 256,
+        running=est.batch(0.5, rate),
+        queued=0.0,
+        prefill_percent=split[0],
+        decode_percent=split[1],
+    )
+    fields.update(over)
+    return PodObservation(**fields)
+
+
+def observe(pods: list[PodObservation], t: float = 1000.0, **pool_over: Any) -> Observation:
+    pools = {}
+    for name in ("h200", "ascend"):
+        mine = [p for p in pods if p.node_pool == name]
+        known = [p for p in mine if p.request_rate is not None]
+        pools[name] = NodePoolObservation(
+            name=name,
+            replicas=len(mine),
+            ready=len(mine),
+            ttft_p99=max((p.ttft_p99 for p in mine if p.ttft_p99 is not None), default=None),
+            itl_p99=max((p.itl_p99 for p in mine if p.itl_p99 is not None), default=None),
+            request_rate=sum(p.request_rate or 0 for p in known) if len(known) == len(mine) else None,
+            prompt_tokens_rate=sum(p.prompt_tokens_rate or 0 for p in mine),
+            generation_tokens_rate=sum(p.generation_tokens_rate or 0 for p in mine),
+            queued=sum(p.queued or 0 for p in mine),
+            **pool_over.get(name, {}),
+        )
+    return Observation(time=t, pools=pools, pods=tuple(pods))
+
+
+CURRENT = {"h200": 1, "ascend": 0}
+
+
+def test_ttft_breach_raises_the_prefill_share_within_one_step() -> None:
+    obs = observe([pod("p0", 13.0, (50, 100))])
+    assert obs.pods[0].ttft_p99 is not None and obs.pods[0].ttft_p99 > 1.0
+    p = plan(spec(), obs, ControllerState(), CURRENT, POOLS)
+    (change,) = p.splits
+    assert change.pod == "p0"
+    assert 50 < change.prefill_percent <= 60
+    (d,) = [d for d in p.decisions if d.action == "SplitChange"]
+    assert d.reason == "TTFTOverSLO"
+    assert float(d.details["headroomAfter"]) > float(d.details["headroomBefore"])
+
+
+def test_itl_breach_with_ttft_slack_lowers_the_prefill_share() -> None:
+    obs = observe([pod("p0", 2.0, (90, 100), itl_p99=0.07)])
+    p = plan(spec(), obs, ControllerState(), CURRENT, POOLS)
+    (change,) = p.splits
+    assert 80 <= change.prefill_percent < 90
+    assert p.decisions[0].reason == "ITLOverSLO"
+
+
+def test_comfortable_pod_is_left_alone() -> None:
+    obs = observe([pod("p0", 2.0, (50, 100))])
+    p = plan(spec(), obs, ControllerState(), CURRENT, POOLS)
+    assert p.splits == ()
+    assert p.replicas == CURRENT
+
+
+def test_cooldown_blocks_a_second_move() -> None:
+    obs = observe([pod("p0", 13.0, (50, 100))])
+    first = plan(spec(), obs, ControllerState(), CURRENT, POOLS)
+    again = plan(spec(), replace(obs, time=obs.time + 10), first.state, CURRENT, POOLS)
+    assert first.splits
+    assert again.splits == ()
+    later = plan(spec(), replace(obs, time=obs.time + 60), first.state, CURRENT, POOLS)
+    assert later.splits
+
+
+def test_unknown_latency_never_moves_a_split() -> None:
+    obs = observe([pod("p0", 13.0, (50, 100), ttft_p99=None)])
+    assert plan(spec(), obs, ControllerState(), CURRENT, POOLS).splits == ()
+
+
+def test_missing_request_metrics_hold_everything() -> None:
+    obs = observe([pod("p0", 13.0, (50, 100), request_rate=None)])
+    p = plan(spec(), obs, ControllerState(), {"h200": 3, "ascend": 0}, POOLS)
+    assert (p.metrics_available, p.metrics_reason) == (False, "NoSamples")
+    assert p.replicas == {"h200": 3, "ascend": 0}
+    assert p.splits == ()
+
+
+@pytest.mark.parametrize(
+    ("available", "age", "reason"), [(False, 0.0, "MetricsUnavailable"), (True, 31.0, "MetricsStale")]
+)
+def test_unavailable_or_stale_metrics_fail_static(available: bool, age: float, reason: str) -> None:
+    obs = replace(observe([pod("p0", 30.0, (50, 100))]), available=available, age=age)
+    p = plan(spec(), obs, ControllerState(), {"h200": 4, "ascend": 2}, POOLS)
+    assert (p.metrics_available, p.metrics_reason) == (False, reason)
+    assert p.replicas == {"h200": 4, "ascend": 2}
+    assert p.splits == ()
+    assert p.decisions == ()
+
+
+def test_overload_scales_out_into_the_cheapest_pool_by_capacity() -> None:
+    obs = observe([pod("p0", 40.0, (90, 100))])
+    p = plan(spec(), obs, ControllerState(), CURRENT, POOLS)
+    outs = [d for d in p.decisions if d.action == "ScaleOut"]
+    assert outs
+    added = sum(p.replicas.values()) - sum(CURRENT.values())
+    assert added > 1, "the model-predicted deficit should need several replicas, not +1"
+    first = outs[0]
+    costs = {d.node_pool: float(d.details["costPerCapacity"]) for d in outs}
+    assert first.node_pool == min(costs, key=lambda k: costs[k])
+    for name, n in p.replicas.items():
+        assert n <= 6, name
+
+
+def test_scale_up_stabilization_delays_scale_out() -> None:
+    s = spec(autoscaling__scaleUpStabilization="30s")
+    obs = observe([pod("p0", 40.0, (90, 100))])
+    first = plan(s, obs, ControllerState(), CURRENT, POOLS)
+    assert first.replicas == CURRENT
+    later = plan(s, replace(obs, time=obs.time + 31), first.state, CURRENT, POOLS)
+    assert sum(later.replicas.values()) > sum(CURRENT.values())
+
+
+def test_unschedulable_pods_move_their_demand_to_the_next_pool() -> None:
+    s = spec()
+    pods = [pod(f"a{i}", 3.0, (50, 100), pool="ascend") for i in range(2)] + [pod("h0", 3.0)]
+    pending = {"ascend": {"pending_unschedulable": 2, "unschedulable_since": 900.0}}
+    p = plan(s, observe(pods, t=1000.0, **pending), ControllerState(), {"h200": 1, "ascend": 4}, POOLS)
+    (fb,) = [d for d in p.decisions if d.action == "PoolFallback"]
+    assert fb.node_pool == "ascend"
+    assert p.replicas["ascend"] == 2
+    assert p.replicas["h200"] > 1
+    # The full pool stays out of scale-out while it is marked full.
+    hot = observe([pod("h0", 40.0, (90, 100))], t=1010.0)
+    nxt = plan(s, hot, p.state, p.replicas, POOLS)
+    assert nxt.replicas["ascend"] == 2
+
+
+def test_scale_in_only_after_the_stabilization_window_and_from_the_costliest_pool() -> None:
+    s = spec()
+    pods = [pod(f"h{i}", 0.5) for i in range(3)] + [pod("a0", 0.5, pool="ascend")]
+    current = {"h200": 3, "ascend": 1}
+    first = plan(s, observe(pods, t=1000.0), ControllerState(), current, POOLS)
+    assert first.replicas == current
+    mid = plan(s, observe(pods, t=1030.0), first.state, current, POOLS)
+    assert mid.replicas == current
+    late = plan(s, observe(pods, t=1061.0), mid.state, current, POOLS)
+    (d,) = [d for d in late.decisions if d.action == "ScaleIn"]
+    assert sum(late.replicas.values()) == 3
+    cost = {np.name: np.cost_per_hour / float(_cap(np.name)) for np in s.node_pools}
+    assert d.node_pool == max(cost, key=lambda k: cost[k])
+    again = plan(s, observe(pods, t=1062.0), late.state, late.replicas, POOLS)
+    assert again.replicas == late.replicas, "a second removal must wait another window"
+
+
+def _cap(pool: str) -> float:
+    return Estimator(POOLS[pool].model, Fit()).capacity(list(range(20, 91, 5)) + [90], 100, 1.0, 0.06, 0.1)
+
+
+def test_scale_in_is_refused_when_the_rest_would_miss_the_slo() -> None:
+    s = spec()
+    pods = [pod("h0", 6.0), pod("h1", 6.0)]
+    obs0 = observe(pods, t=0.0)
+    state = plan(s, obs0, ControllerState(), {"h200": 2, "ascend": 0}, POOLS).state
+    p = plan(s, observe(pods, t=100.0), state, {"h200": 2, "ascend": 0}, POOLS)
+    assert p.replicas == {"h200": 2, "ascend": 0}
+
+
+def test_idle_pool_scales_in_to_its_minimum() -> None:
+    s = spec()
+    idle = [pod(f"h{i}", 0.0, ttft_p99=None, itl_p99=None) for i in range(3)]
+    first = plan(s, observe(idle, t=0.0), ControllerState(), {"h200": 3, "ascend": 0}, POOLS)
+    p = plan(s, observe(idle, t=61.0), first.state, {"h200": 3, "ascend": 0}, POOLS)
+    assert p.replicas["h200"] == 2
+
+
+def test_replicas_mode_never_moves_splits_and_off_mode_changes_nothing() -> None:
+    obs = observe([pod("p0", 40.0, (50, 100))])
+    rep = plan(spec(autoscaling__mode="replicas"), obs, ControllerState(), CURRENT, POOLS)
+    assert rep.splits == ()
+    assert sum(rep.replicas.values()) > 1
+    off = plan(spec(autoscaling__mode="off"), obs, ControllerState(), CURRENT, POOLS)
+    assert (off.splits, off.replicas, off.decisions) == ((), CURRENT, ())
+
+
+def test_engines_that_cannot_split_are_skipped() -> None:
+    pools = {**POOLS, "h200": replace(POOLS["h200"], split_supported=False)}
+    p = plan(spec(), observe([pod("p0", 13.0, (50, 100))]), ControllerState(), CURRENT, pools)
+    assert p.splits == ()
+
+
+# --------------------------------------------------------------------------- properties
+
+rates = st.floats(min_value=0.0, max_value=60.0, allow_nan=False)
+splits = st.integers(min_value=20, max_value=90)
+maybe = st.one_of(st.none(), st.floats(min_value=0.001, max_value=100.0, allow_nan=False))
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> tuple[Observation, dict[str, int]]:
+    pods = []
+    current = {"h200": draw(st.integers(1, 6)), "ascend": draw(st.integers(0, 6))}
+    for name, n in current.items():
+        for i in range(n):
+            p = pod(f"{name}-{i}", draw(rates), (draw(splits), 100), pool=name)
+            p = replace(
+                p,
+                ttft_p99=draw(st.one_of(st.just(p.ttft_p99), maybe)),
+                itl_p99=draw(st.one_of(st.just(p.itl_p99), maybe)),
+            )
+            pods.append(p)
+    return observe(pods, t=draw(st.floats(0, 1e5))), current
+
+
+@settings(max_examples=60, deadline=None)
+@given(fleets(), st.floats(0, 200))
+def test_never_outside_bounds_and_deterministic(fleet: tuple[Observation, dict[str, int]], dt: float) -> None:
+    obs, current = fleet
+    s = spec()
+    a = plan(s, obs, ControllerState(), current, POOLS)
+    b = plan(s, obs, ControllerState(), current, POOLS)
+    assert a == b
+    later = plan(s, replace(obs, time=obs.time + dt), a.state, a.replicas, POOLS)
+    for p in (a, later):
+        for np in s.node_pools:
+            assert np.min_replicas <= p.replicas[np.name] <= np.max_replicas
+        for c in p.splits:
+            assert s.semi_pd.min_prefill_percent <= c.prefill_percent <= s.semi_pd.max_prefill_percent
+            assert abs(c.prefill_percent - c.previous[0]) <= s.semi_pd.step_percent
+
+
+@settings(max_examples=60, deadline=None)
+@given(fleets(), st.booleans())
+def test_never_scale_in_on_unknown_data(fleet: tuple[Observation, dict[str, int]], stale: bool) -> None:
+    obs, current = fleet
+    blind = (
+        replace(obs, available=False)
+        if stale
+        else replace(obs, pools={k: replace(v, request_rate=None) for k, v in obs.pools.items()})
+    )
+    p = plan(spec(), blind, ControllerState(), current, POOLS)
+    assert all(p.replicas[k] >= current[k] for k in current)
+    assert p.splits == ()
