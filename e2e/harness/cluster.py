@@ -8,6 +8,8 @@ directory reuses the cluster if every recorded process is still alive and the ap
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -15,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -200,13 +202,28 @@ class Cluster:
 
     # --- up ----------------------------------------------------------------------------------
 
-    def up(self, pools: Sequence[nodes.NodePool] | None = None, *, reuse: bool = True,
-           timeout: float = 180) -> bool:
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialise up/down of one run directory across processes (two test sessions)."""
+        lock = self.paths.root.parent / f".{self.paths.root.name}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with lock.open("w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                self.state = self._load_state()  # another process may have changed it meanwhile
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def up(self, pools: Sequence[nodes.NodePool] | None = None, *, reuse: bool = True) -> bool:
         """Start the cluster, or reuse the running one. Returns True if it was reused.
 
         On reuse the node pools are reconciled to `pools` (default pools when None).
         """
-        pools = list(pools) if pools is not None else nodes.default_pools()
+        with self._locked():
+            return self._up(list(pools) if pools is not None else nodes.default_pools(), reuse)
+
+    def _up(self, pools: list[nodes.NodePool], reuse: bool) -> bool:
         if reuse and self.is_running():
             log(f"reusing running cluster in {self.paths.root}")
             self.set_node_pools(pools)
@@ -214,11 +231,11 @@ class Cluster:
             return True
         if self.state:
             log("previous cluster is not (fully) running: tearing it down first")
-            self.down()
-        self._fresh_start(pools, timeout)
+            self._down(keep_state=False, grace=15)
+        self._fresh_start(pools)
         return False
 
-    def _fresh_start(self, pools: Sequence[nodes.NodePool], timeout: float) -> None:
+    def _fresh_start(self, pools: Sequence[nodes.NodePool]) -> None:
         missing = [c for c in COMPONENTS if not binary(c).exists()]
         if missing:
             raise ClusterError(f"binaries missing from the cache: {missing}; run e2e/build-binaries.sh")
@@ -240,7 +257,7 @@ class Cluster:
             self.start_prometheus()
         except BaseException:
             log("start-up failed: stopping what was started")
-            self.down(keep_state=True)
+            self._down(keep_state=True, grace=15)
             raise
         self.state["ready"] = True
         self.state["startup_seconds"] = round(time.monotonic() - t0, 2)
@@ -439,6 +456,10 @@ class Cluster:
 
     def down(self, *, keep_state: bool = False, grace: float = 15) -> list[int]:
         """Stop every process this cluster started; returns pids that needed a SIGKILL sweep."""
+        with self._locked():
+            return self._down(keep_state=keep_state, grace=grace)
+
+    def _down(self, *, keep_state: bool, grace: float) -> list[int]:
         if not self.state:
             return []
         run_id = self.run_id
