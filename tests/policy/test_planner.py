@@ -52,19 +52,19 @@ def pod(name: str, rate: float, split: tuple[int, int] = (50, 100), pool: str = 
     est = Estimator(POOLS[pool].model, Fit())
     ttft = est.ttft(split[0], split[1], rate)
     itl = est.itl(split[0], split[1], rate)
-    fields: dict[str, Any] = dict(
-        pod=name,
-        node_pool=pool,
-        ttft_p99=min(ttft, 1000.0),
-        itl_p99=itl,
-        request_rate=rate,
-        prompt_tokens_rate=rate * 1024,
-        generation_tokens_rate=rate * 256,
-        running=est.batch(0.5, rate),
-        queued=0.0,
-        prefill_percent=split[0],
-        decode_percent=split[1],
-    )
+    fields: dict[str, Any] = {
+        "pod": name,
+        "node_pool": pool,
+        "ttft_p99": min(ttft, 1000.0),
+        "itl_p99": itl,
+        "request_rate": rate,
+        "prompt_tokens_rate": rate * 1024,
+        "generation_tokens_rate": rate * 256,
+        "running": est.batch(0.5, rate),
+        "queued": 0.0,
+        "prefill_percent": split[0],
+        "decode_percent": split[1],
+    }
     fields.update(over)
     return PodObservation(**fields)
 
@@ -94,7 +94,8 @@ CURRENT = {"h200": 1, "ascend": 0}
 
 def test_ttft_breach_raises_the_prefill_share_within_one_step() -> None:
     obs = observe([pod("p0", 13.0, (50, 100))])
-    assert obs.pods[0].ttft_p99 is not None and obs.pods[0].ttft_p99 > 1.0
+    assert obs.pods[0].ttft_p99 is not None
+    assert obs.pods[0].ttft_p99 > 1.0
     p = plan(spec(), obs, ControllerState(), CURRENT, POOLS)
     (change,) = p.splits
     assert change.pod == "p0"
@@ -210,7 +211,7 @@ def test_scale_in_only_after_the_stabilization_window_and_from_the_costliest_poo
 
 
 def _cap(pool: str) -> float:
-    return Estimator(POOLS[pool].model, Fit()).capacity(list(range(20, 91, 5)) + [90], 100, 1.0, 0.06, 0.1)
+    return Estimator(POOLS[pool].model, Fit()).capacity([*list(range(20, 91, 5)), 90], 100, 1.0, 0.06, 0.1)
 
 
 def test_scale_in_is_refused_when_the_rest_would_miss_the_slo() -> None:

@@ -208,7 +208,7 @@ def _capacity(run: _Run, np: NodePool, fits: Mapping[str, Fit]) -> float:
     decode = run.spec.semi_pd.initial_decode_percent
     if _split_allowed(run.spec, ctx):
         # A 5-point grid is plenty for capacity (the split controller refines per pod).
-        candidates = _candidates(run.spec)[::5] + [run.spec.semi_pd.max_prefill_percent]
+        candidates = [*_candidates(run.spec)[::5], run.spec.semi_pd.max_prefill_percent]
     else:
         candidates = [run.spec.semi_pd.initial_prefill_percent if ctx.split_supported else 100]
         decode = decode if ctx.split_supported else 100
