@@ -15,7 +15,7 @@ from semipd.sim.engine.localpod import LocalPod, PodOptions
 from semipd.sim.engine.probe import StreamResult, stream_completion
 
 SWITCHES = 200
-CLIENTS = 8
+CLIENTS = 4
 PREFILL_CYCLE = (30, 50, 70, 90)
 
 
@@ -36,7 +36,7 @@ def value(text: str, name: str, default: float | None = None, **labels: str) -> 
 
 @pytest.mark.slow
 async def test_200_switches_under_streaming_load_lose_nothing(pod_factory: Callable[..., LocalPod]) -> None:
-    pod = pod_factory(PodOptions(speedup=50.0, prefill_percent=50, decode_percent=100))
+    pod = pod_factory(PodOptions(speedup=100.0, prefill_percent=50, decode_percent=100))
     results: list[StreamResult] = []
     in_flight = 0
     in_flight_at_switch: list[int] = []
