@@ -68,8 +68,9 @@ async def test_metrics_use_sglang_names_buckets_and_counts(pod_factory: Callable
     assert bucket_edges(fams, "sglang:time_per_output_token_seconds") == list(engine_metrics.TPOT_BUCKETS)
     # engines.md section 3.1 edges, spelled out so a change to the constants cannot hide here.
     assert engine_metrics.TTFT_BUCKETS[:6] == (0.1, 0.3, 0.5, 0.7, 0.9, 1)
-    assert engine_metrics.ITL_BUCKETS[0] == 0.002 and engine_metrics.ITL_BUCKETS[-1] == 2  # noqa: PT018
-    assert len(engine_metrics.ITL_BUCKETS) == 22 and len(engine_metrics.TPOT_BUCKETS) == 20  # noqa: PT018
+    assert (engine_metrics.ITL_BUCKETS[0], engine_metrics.ITL_BUCKETS[-1]) == (0.002, 2)
+    assert (len(engine_metrics.ITL_BUCKETS), len(engine_metrics.TPOT_BUCKETS)) == (22, 20)
+    assert engine_metrics.E2E_BUCKETS[-1] == 1000
 
     n = len(shapes)
     assert sample(fams, "sglang:time_to_first_token_seconds", "sglang:time_to_first_token_seconds_count", **model) == n
