@@ -135,3 +135,19 @@ def test_metrics_expose_split_and_counters(shared_pod: LocalPod) -> None:
     assert "semipd_agent_decode_percent 100.0" in text
     assert 'semipd_agent_info{engine="sim",switch_mode="standby_swap"} 1.0' in text
     assert "# TYPE semipd_agent_switch_duration_seconds histogram" in text
+
+
+def test_readyz_follows_engine_health(pod_factory: Callable[..., LocalPod]) -> None:
+    pod = pod_factory(start=False)
+    pod.options.agent_args = ["--engine-health-url", f"{pod.engine_url}/no-such-path"]
+    pod.start(wait_ready=False)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status, body = pod.admin("GET", "/healthz", auth=False)
+        if status == 200 and body["state"] == "running":
+            break
+        time.sleep(0.05)
+    assert body["state"] == "running"
+    status, body = pod.admin("GET", "/readyz", auth=False)
+    assert status == 503
+    assert body["engine"] == "status 404"

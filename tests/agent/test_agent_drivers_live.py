@@ -7,6 +7,7 @@ runs for real against it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from semipd.sim.engine.localpod import LocalPod, PodOptions
@@ -33,9 +34,21 @@ def test_restart_mode_relaunches_engine_with_new_env(pod_factory: Callable[..., 
     pod = restart_pod(pod_factory)
     assert gauge(pod.engine_metrics_text(), "semipd_sim:prefill_percent") == 60
     first_engine = pod.pids()["engine"]
-    status, body = pod.put_split(40, 90)
-    assert status == 200, (body, pod.log_tail())
+    status, body = pod.put_split(40, 90, wait=False)
+    assert status == 202
+    # Readiness drops before the engine is stopped and returns once the new one is healthy.
+    seen = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        seen.append(pod.admin("GET", "/readyz", auth=False)[0])
+        _, body = pod.admin("GET", "/v1/split")
+        if body["pending"] is None and seen[-1] == 200:
+            break
+        time.sleep(0.02)
+    assert 503 in seen
+    assert seen[-1] == 200
     assert (body["prefillPercent"], body["decodePercent"], body["switchMode"]) == (40, 90, "restart")
+    assert body["switchesTotal"] == 1
     assert pod.pids()["engine"] != first_engine
     text = pod.engine_metrics_text()
     assert gauge(text, "semipd_sim:prefill_percent") == 40

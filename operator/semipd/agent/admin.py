@@ -22,6 +22,7 @@ from semipd.agent.supervisor import Supervisor, SwitchFailed, SwitchRejected
 log = logging.getLogger("semipd.agent.admin")
 
 REQUEST_READ_TIMEOUT = 10.0
+READY_TIMEOUT = 2.0
 ROUTES = {"/healthz": ("GET",), "/readyz": ("GET",), "/v1/split": ("GET", "PUT"), "/metrics": ("GET",)}
 PUBLIC = ("/healthz", "/readyz")
 
@@ -92,12 +93,29 @@ class AdminServer:
         if req.path == "/healthz":
             return httpwire.json_response(200, {"status": "ok", "state": self.sup.state})
         if req.path == "/readyz":
-            return httpwire.json_response(200 if self.sup.ready else 503, {"state": self.sup.state})
+            return await self._readyz()
         if req.path == "/metrics":
             return httpwire.render_response(200, self.sup.metrics.render().encode(), CONTENT_TYPE)
         if req.method == "GET":
             return httpwire.json_response(200, self.sup.status())
         return await self._put_split(req)
+
+    async def _readyz(self) -> bytes:
+        """Ready = the agent is serving (not starting, restarting or draining) and the engine's own
+        health endpoint, where the driver knows one, answers 200."""
+        state = {"state": self.sup.state}
+        if not self.sup.ready:
+            return httpwire.json_response(503, state)
+        health = self.sup.s.health
+        if health is not None:
+            try:
+                resp = await httpwire.request_tcp(health.host, health.port, "GET", health.path, timeout=READY_TIMEOUT)
+                engine = f"status {resp.status}"
+            except (OSError, httpwire.HttpError, *httpwire.TIMEOUT_ERRORS) as e:
+                resp, engine = None, f"unreachable: {e!r}"
+            if resp is None or resp.status != 200:
+                return httpwire.json_response(503, {**state, "engine": engine})
+        return httpwire.json_response(200, state)
 
     async def _put_split(self, req: httpwire.Request) -> bytes:
         try:
