@@ -507,3 +507,22 @@ def test_sidecar_graceful_termination_and_liveness_restart(cluster: Cluster, nam
         return cs and cs[0].restart_count >= 1
     wait_until(restarted, timeout=30, what="liveness failure to restart the container")
     assert "Unhealthy" in {e.reason for e in cluster.events(namespace, "unhealthy")}
+
+
+def test_missing_secret_blocks_the_container_until_it_exists(cluster: Cluster, namespace: str) -> None:
+    core = cluster.core()
+    pod = _local_pod("needs-secret", namespace, {"containers": [{
+        "name": "main", "image": "local", "command": ["sh", "-c", 'echo "token=$TOKEN"; exec sleep 3600'],
+        "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "later", "key": "token"}}}]}]})
+    cluster.apply(pod)
+
+    def waiting_reason() -> str | None:
+        cs = core.read_namespaced_pod("needs-secret", namespace).status.container_statuses
+        return cs[0].state.waiting.reason if cs and cs[0].state.waiting else None
+
+    assert wait_until(waiting_reason, timeout=30, what="container waiting") == "CreateContainerConfigError"
+    cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "later", "namespace": namespace},
+                   "stringData": {"token": "s3cret"}})
+    cluster.wait_pods(namespace, "", 1, timeout=60)
+    wait_until(lambda: cluster.pod_log(namespace, "needs-secret").strip() == "token=s3cret", timeout=15,
+               what="container started with the secret's value")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -33,6 +34,17 @@ CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-sche
 BACKGROUND = (*CONTROL_PLANE, "kubelet", "prometheus")
 STOP_ORDER = ("prometheus", "kubelet", "kwok", "kube-scheduler", "kube-controller-manager",
               "kube-apiserver", "etcd")
+
+
+KUBELET_SOURCES = ("kubelet.py", "podspec.py", "podexec.py", "processes.py", "kube.py", "config.py")
+
+
+def kubelet_code_hash() -> str:
+    """Digest of the local kubelet's code: a reused cluster restarts its kubelet if it changed."""
+    h = hashlib.sha256()
+    for name in KUBELET_SOURCES:
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def log(msg: str) -> None:
@@ -226,6 +238,12 @@ class Cluster:
     def _up(self, pools: list[nodes.NodePool], reuse: bool) -> bool:
         if reuse and self.is_running():
             log(f"reusing running cluster in {self.paths.root}")
+            if self.state.get("kubelet_code") != kubelet_code_hash():
+                log("local kubelet code changed: restarting the kubelet (its pods restart too)")
+                pid = self.pid("kubelet")
+                if pid:
+                    processes.terminate_groups([pid], grace=15)
+                self._start_kubelet()
             self.set_node_pools(pools)
             self.start_prometheus()  # a test may have left it stopped
             return True
@@ -291,6 +309,7 @@ class Cluster:
 
     def _start_kubelet(self) -> None:
         self.paths.kubelet_ready.unlink(missing_ok=True)
+        self.state["kubelet_code"] = kubelet_code_hash()
         env = self._env()
         env["PYTHONPATH"] = str(REPO_ROOT)
         env["PYTHONUNBUFFERED"] = "1"

@@ -292,6 +292,7 @@ class ContainerRunner:
 
     def _start(self, now: float) -> None:
         pod = self.w.pod
+        self.w.forget_lookups()  # each (re)start sees the current Secrets and ConfigMaps
         try:
             env = podspec.resolve_env(pod, self.spec, base=self.w.base_env(self),
                                       secrets=self.w.secret, configmaps=self.w.configmap)
@@ -303,7 +304,8 @@ class ContainerRunner:
         except PodConfigError as exc:
             self.state.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             self.w.kubelet.event(pod, "Warning", "Failed", f"Error: {exc}", self.name)
-            self.next_start = now + 2.0
+            self.backoff_n += 1
+            self.next_start = now + podspec.backoff_delay(self.backoff_n, base=BACKOFF_BASE, cap=BACKOFF_CAP)
             return
         cwd = self.spec.get("workingDir") or str(self.w.dir / "work")
         launch = {"mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only} for m in mounts],
@@ -507,6 +509,9 @@ class PodWorker(threading.Thread):
 
     # --- lookups -----------------------------------------------------------------------------
 
+    def forget_lookups(self) -> None:
+        self._lookups.clear()
+
     def secret(self, name: str) -> Mapping[str, bytes] | None:
         key = f"secret/{name}"
         if key not in self._lookups:
@@ -585,7 +590,7 @@ class PodWorker(threading.Thread):
     def prepare_volumes(self) -> float | None:
         """Materialise every volume; returns when to refresh token volumes (None: never)."""
         refresh_after: float | None = None
-        self._lookups.clear()
+        self.forget_lookups()
         for vol in self.pod["spec"].get("volumes") or []:
             content = podspec.volume_content(self.pod, vol, secrets=self.secret, configmaps=self.configmap,
                                              mint_token=self.mint_token)
