@@ -49,6 +49,30 @@ class AgentClient:
         p, d = doc.get("prefillPercent"), doc.get("decodePercent")
         return (p, d) if isinstance(p, int) and isinstance(d, int) else None
 
+    async def set_split(self, ip: str, port: int, token: str, prefill: int, decode: int) -> str | None:
+        """Ask one agent to switch (it answers 202 and swaps in the background); None or the error."""
+        body = {"prefillPercent": prefill, "decodePercent": decode}
+        last = "no attempt"
+        for attempt in range(3):
+            async with self._limit:
+                try:
+                    rsp = await self._http.put(
+                        f"http://{ip}:{port}/v1/split",
+                        params={"wait": "false"},
+                        json=body,
+                        headers={"Authorization": f"Bearer {token}"},
+                    )
+                except httpx.HTTPError as err:
+                    last = f"{type(err).__name__}: {err}"
+                else:
+                    if rsp.status_code in (200, 202):
+                        return None
+                    last = f"HTTP {rsp.status_code}: {rsp.text[:200]}"
+                    if rsp.status_code != 409:  # only "switch in progress" is worth retrying
+                        return last
+            await asyncio.sleep(0.5 * 2**attempt)
+        return last
+
     async def splits(self, ips: Mapping[str, str], port: int, token: str) -> dict[str, tuple[int, int]]:
         """Splits of every reachable agent, by pod name."""
         names = list(ips)

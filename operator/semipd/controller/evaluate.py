@@ -19,9 +19,17 @@ from semipd.api.semantics import (
     parse_spec,
     semantic_problems,
 )
-from semipd.api.v1alpha1 import ConditionStatus, InferencePoolSpec, InferencePoolStatus, NodePoolStatus, PrinterSummary
+from semipd.api.v1alpha1 import (
+    ConditionStatus,
+    InferencePoolSpec,
+    InferencePoolStatus,
+    NodePoolStatus,
+    Observed,
+    PrinterSummary,
+)
 from semipd.controller import conditions as c
 from semipd.controller.rollout import PoolHealth
+from semipd.controller.view import AutoscaleView
 
 MAX_MESSAGE = 4096
 
@@ -74,6 +82,7 @@ def evaluate(
     name: str | None = None,
     health: PoolHealth | None = None,
     extra_problems: Sequence[SpecProblem] = (),
+    autoscale: AutoscaleView | None = None,
 ) -> Evaluation:
     """Validate what the schema cannot and compute conditions; never raises on bad input.
 
@@ -112,6 +121,14 @@ def evaluate(
         ):
             value = ConditionStatus.TRUE if verdict.status else ConditionStatus.FALSE
             put(type, value, verdict.reason, verdict.message)
+    if not problems and autoscale is not None and autoscale.metrics_available is not None:
+        available = ConditionStatus.TRUE if autoscale.metrics_available else ConditionStatus.FALSE
+        put(c.METRICS_AVAILABLE, available, autoscale.metrics_reason, autoscale.metrics_message)
+        if autoscale.slo_met is None:
+            put(c.SLO_MET, ConditionStatus.UNKNOWN, "NoLatencyData", autoscale.slo_message)
+        else:
+            met = ConditionStatus.TRUE if autoscale.slo_met else ConditionStatus.FALSE
+            put(c.SLO_MET, met, "SLOMet" if autoscale.slo_met else "SLOMissed", autoscale.slo_message)
     for type in (c.SLO_MET, c.METRICS_AVAILABLE):
         if not any(x.type == type for x in conds):
             put(type, ConditionStatus.UNKNOWN, "NotObserved", "no observation has been taken yet")
@@ -132,12 +149,22 @@ def evaluate(
             for p in spec.node_pools
         ]
     summary = _summary(current, pools)
+    observed, decisions = current.observed, current.decisions
+    if autoscale is not None and not problems:
+        if autoscale.observed is not None:
+            observed = Observed.model_validate(autoscale.observed)
+            summary = summary.model_copy(
+                update={"ttft_p99": observed.ttft_p99 or "-", "itl_p99": observed.itl_p99 or "-"}
+            )
+        decisions = list(autoscale.decisions)
     status = current.model_copy(
         update={
             "observed_generation": generation,
             "conditions": sorted(conds, key=lambda x: c.ALL_TYPES.index(x.type) if x.type in c.ALL_TYPES else 99),
             "node_pools": pools,
             "summary": summary,
+            "observed": observed,
+            "decisions": decisions,
         }
     )
     return Evaluation(spec, problems, status, c.transitions(current.conditions, status.conditions))

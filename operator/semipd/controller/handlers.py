@@ -17,6 +17,7 @@ import kopf
 from semipd.api.v1alpha1 import GROUP, PLURAL, VERSION
 from semipd.controller import metrics
 from semipd.controller.agents import AgentClient
+from semipd.controller.autoscale import autoscale_forever
 from semipd.controller.config import OperatorConfig
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient, new_api_client
 from semipd.controller.reconcile import OperatorContext, node_info, reconcile, resync_forever
@@ -90,11 +91,13 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         )
         memo["ctx"] = ctx
         memo["resync"] = asyncio.create_task(resync_forever(ctx, log))
+        memo["autoscale"] = asyncio.create_task(autoscale_forever(ctx, log))
         metrics.serve(config.metrics_host, config.metrics_port)
 
     @kopf.on.cleanup(registry=registry)
     async def stop(memo: kopf.Memo, **_: Any) -> None:
         memo["resync"].cancel()
+        memo["autoscale"].cancel()
         if memo["ctx"].close is not None:
             await memo["ctx"].close()
 

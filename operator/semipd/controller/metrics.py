@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 RECONCILES = Counter("semipd_reconcile", "InferencePool reconciles by result", ["result"])
 RECONCILE_SECONDS = Histogram(
@@ -11,6 +11,15 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 INVALID_SPECS = Counter("semipd_invalid_spec", "Reconciles that found an InvalidSpec")
+DECISIONS = Counter("semipd_autoscaler_decisions", "Autoscaler decisions by action and reason", ["action", "reason"])
+DECISION_SECONDS = Histogram(
+    "semipd_autoscaler_decision_duration_seconds",
+    "Observe + plan wall time of one evaluation",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+OBSERVATION_AGE = Gauge(
+    "semipd_observation_age_seconds", "Age of the newest sample behind the last observation", ["namespace", "pool"]
+)
 API_REQUESTS = Counter(
     "semipd_kube_api_requests", "Kubernetes API requests made by reconciles (watches excluded)", ["verb", "kind"]
 )

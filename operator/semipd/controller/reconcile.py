@@ -29,11 +29,13 @@ from semipd.controller.kube import ChildClient, EventRecorder, PoolClient
 from semipd.controller.plan import UNWATCHED, key_of, plan_children
 from semipd.controller.rollout import pool_health
 from semipd.controller.tokens import pool_token
+from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.desired.owner import Owner
 from semipd.desired.pool import desired_children
 from semipd.desired.workload import WorkloadSettings, desired_replicas, intent_digest
 from semipd.engines import DriverError, get_driver
+from semipd.observe.prometheus import PrometheusSource
 
 _WARN_WHEN = {
     c.INVALID_SPEC: ConditionStatus.TRUE,
@@ -82,6 +84,8 @@ class OperatorContext:
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
     gie_installed: bool = False
     applied_digests: dict[Key, str] = field(default_factory=dict)
+    autoscale: dict[tuple[str, str], AutoscaleView] = field(default_factory=dict)
+    prometheus: dict[str, PrometheusSource] = field(default_factory=dict)
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     pending: set[tuple[str, str]] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -120,9 +124,12 @@ async def _write_status(ctx: OperatorContext, body: dict[str, Any], result: Eval
 def _build(
     ctx: OperatorContext, owner: Owner, spec: InferencePoolSpec, status: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    # The last decision is recorded in our status, not read back from the Deployment: a hand edit of
-    # the Deployment's replicas is drift to revert, not a new decision.
+    # The last decision is the autoscaler's (or, after a restart, the one recorded in our status), never
+    # read back from the Deployment: a hand edit of a Deployment's replicas is drift to revert.
     decided = {p.get("name"): p.get("desiredReplicas") for p in (status or {}).get("nodePools") or []}
+    view = ctx.autoscale.get((owner.namespace, owner.name))
+    if view is not None and view.replicas is not None:
+        decided.update(view.replicas)
     replicas = {np.name: desired_replicas(np, decided.get(np.name), None) for np in spec.node_pools}
     token = pool_token(ctx.token_key, owner.namespace, owner.name, owner.uid)
     return desired_children(
@@ -198,7 +205,14 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                     for np in spec.node_pools
                 }
                 health = pool_health(spec, name, deployments, pods, splits, supported)
-                result = evaluate(*args, ctx.capabilities_of, now, name=name, health=health)
+                result = evaluate(
+                    *args,
+                    ctx.capabilities_of,
+                    now,
+                    name=name,
+                    health=health,
+                    autoscale=ctx.autoscale.get((namespace, name)),
+                )
         await _write_status(ctx, body, result)
         if result.problems:
             metrics.INVALID_SPECS.inc()

@@ -45,7 +45,7 @@ from semipd.sim.engine.openai import (
     token_text,
     usage_chunk,
 )
-from semipd.sim.model import LatencyModel
+from semipd.sim.model import LatencyModel, contended_shares
 
 log = logging.getLogger("semipd.sim.owner")
 
@@ -186,7 +186,13 @@ class DecodeOwner:
         bid = next(self._batch_ids)
         self.batches[bid] = (worker.id, batch)
         worker.batch = bid
-        message = {"type": "prefill", "batch": bid, "prompt_lens": [r.gen.prompt_tokens for r in batch]}
+        # The worker's share is contended while a decode batch runs beside it (MPS proportional split).
+        message = {
+            "type": "prefill",
+            "batch": bid,
+            "prompt_lens": [r.gen.prompt_tokens for r in batch],
+            "decode_percent": self.decode_percent if self.running or self.joining else 0,
+        }
         worker.writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
         return True
 
@@ -283,9 +289,11 @@ class DecodeOwner:
                 self.joining.clear()
             batch = len(self.running)
             kv_tokens = sum(r.kv_used for r in self.running)
-            step = self.model.decode_step_time(
-                batch, kv_tokens, self.decode_percent / 100.0, prefill_running=bool(self.batches)
-            )
+            share = self.decode_percent / 100.0
+            if self.batches:
+                prefill = max(self.workers[wid].percent for wid, _ in self.batches.values() if wid in self.workers)
+                share = contended_shares(prefill / 100.0, share)[1]
+            step = self.model.decode_step_time(batch, kv_tokens, share, prefill_running=bool(self.batches))
             now = loop.time()
             next_step = max(next_step, now) + step / self.cfg.speedup
             await asyncio.sleep(next_step - now)

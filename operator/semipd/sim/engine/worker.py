@@ -18,7 +18,7 @@ from semipd.agent.runpaths import ipc_socket
 from semipd.sim.engine import ipc
 from semipd.sim.engine.config import EngineConfig
 from semipd.sim.engine.faults import CRASH_STATUS, active_faults
-from semipd.sim.model import LatencyModel
+from semipd.sim.model import LatencyModel, contended_shares
 
 log = logging.getLogger("semipd.sim.worker")
 
@@ -69,7 +69,9 @@ async def _work(cfg: EngineConfig, model: LatencyModel, faults: frozenset[str]) 
         if "prefill-crash-on-batch" in faults:
             log.error("fault prefill-crash-on-batch: exiting")
             os._exit(CRASH_STATUS)
-        await asyncio.sleep(model.prefill_time(msg["prompt_lens"], share) / cfg.speedup)
+        decode = int(msg.get("decode_percent", 0)) / 100.0
+        effective = contended_shares(share, decode)[0] if decode > 0 else share
+        await asyncio.sleep(model.prefill_time(msg["prompt_lens"], effective) / cfg.speedup)
         await ipc.send(writer, {"type": "prefill_done", "batch": msg["batch"]})
 
 

@@ -1,0 +1,28 @@
+"""What the last autoscaler evaluation of one InferencePool leaves for reconcile and status."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from semipd.api.v1alpha1 import Decision
+from semipd.policy.state import ControllerState
+
+MAX_DECISIONS = 20
+
+
+@dataclass
+class AutoscaleView:
+    """Latest decisions, conditions and controller memory of one InferencePool (in operator memory)."""
+
+    replicas: dict[str, int] | None = None
+    metrics_available: bool | None = None
+    metrics_reason: str = ""
+    metrics_message: str = ""
+    slo_met: bool | None = None
+    slo_message: str = ""
+    observed: dict[str, Any] | None = None
+    decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=MAX_DECISIONS))
+    state: ControllerState = field(default_factory=ControllerState)
+    next_due: float = 0.0

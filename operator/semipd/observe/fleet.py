@@ -1,0 +1,165 @@
+"""Build one InferencePool's `Observation` from Prometheus (engine metrics), the pod cache
+(readiness, scheduling) and the agents (current splits).
+
+PromQL comes from each node pool's engine driver (`MetricSet`), so a vLLM pool and a simulated
+pool are read through their own metric names. Queries select pods by name; missing series and NaN
+are None ("unknown"), never zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from semipd.api.durations import to_seconds
+from semipd.api.v1alpha1 import InferencePoolSpec
+from semipd.engines import get_driver
+from semipd.engines.promql import MetricSet
+from semipd.observe.prometheus import MetricsError, PrometheusSource, Series
+from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    conds = status.get("conditions") or []
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in conds
+    )
+
+
+def _epoch(ts: str | None) -> float | None:
+    if not ts:
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def unschedulable(pods: Sequence[Mapping[str, Any]]) -> tuple[int, float | None]:
+    """How many pods the scheduler could not place, and since when the oldest has waited."""
+    count, since = 0, None
+    for pod in pods:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
+                count += 1
+                t = _epoch(cond.get("lastTransitionTime"))
+                if t is not None:
+                    since = t if since is None else min(since, t)
+    return count, since
+
+
+def _window(spec: InferencePoolSpec) -> str:
+    return f"{max(1, round(to_seconds(spec.slo.window)))}s"
+
+
+class _Queries:
+    """The PromQL for one node pool's pods."""
+
+    def __init__(self, metrics: MetricSet, selector: str, window: str) -> None:
+        by = ["pod"]
+        prompt, gen = metrics.token_rates(window, by=by, selector=selector)
+        pool_prompt, pool_gen = metrics.token_rates(window, selector=selector)
+        self.per_pod = {
+            "ttft": metrics.ttft_quantile(0.99, window, by=by, selector=selector),
+            "itl": metrics.itl_quantile(0.99, window, by=by, selector=selector),
+            "rate": metrics.request_rate(window, by=by, selector=selector),
+            "prompt": prompt,
+            "gen": gen,
+            "running": metrics.running_requests(by=by, selector=selector),
+            "queued": metrics.queue_length(by=by, selector=selector),
+            "kv": metrics.kv_usage_max(by=by, selector=selector),
+        }
+        self.pool = {
+            "ttft": metrics.ttft_quantile(0.99, window, selector=selector),
+            "itl": metrics.itl_quantile(0.99, window, selector=selector),
+            "rate": metrics.request_rate(window, selector=selector),
+            "prompt": pool_prompt,
+            "gen": pool_gen,
+            "running": metrics.running_requests(selector=selector),
+            "queued": metrics.queue_length(selector=selector),
+            "kv": metrics.kv_usage_max(selector=selector),
+        }
+        self.age = f"time() - max(timestamp({metrics.running}{{{selector}}}))"
+
+
+def _by_pod(result: list[tuple[Series, float | None]]) -> dict[str, float | None]:
+    return {labels.get("pod", ""): value for labels, value in result}
+
+
+def _scalar(result: list[tuple[Series, float | None]]) -> float | None:
+    return result[0][1] if result else None
+
+
+async def observe_pool(
+    source: PrometheusSource,
+    spec: InferencePoolSpec,
+    namespace: str,
+    pods_by_node_pool: Mapping[str, Sequence[Mapping[str, Any]]],
+    splits: Mapping[str, tuple[int, int]],
+    now: float,
+) -> Observation:
+    """The fleet of one InferencePool at wall-clock time `now` (epoch seconds)."""
+    window = _window(spec)
+    pools: dict[str, NodePoolObservation] = {}
+    pod_obs: list[PodObservation] = []
+    ages: list[float] = []
+    try:
+        for np in spec.node_pools:
+            pods = pods_by_node_pool.get(np.name, [])
+            pending, since = unschedulable(pods)
+            ready = [p for p in pods if _ready(p)]
+            if not ready:
+                pools[np.name] = NodePoolObservation(
+                    np.name, len(pods), 0, pending, since, request_rate=None if pods else 0.0
+                )
+                continue
+            names = "|".join(sorted(p["metadata"]["name"] for p in ready))
+            selector = f'namespace="{namespace}",pod=~"{names}"'
+            q = _Queries(get_driver(spec.effective_engine(np).kind).metrics, selector, window)
+            keys = list(q.per_pod)
+            results = await asyncio.gather(
+                *(source.query(q.per_pod[k]) for k in keys),
+                *(source.query(q.pool[k]) for k in keys),
+                source.query(q.age),
+            )
+            per_pod = {k: _by_pod(r) for k, r in zip(keys, results[: len(keys)], strict=True)}
+            pool = {k: _scalar(r) for k, r in zip(keys, results[len(keys) : 2 * len(keys)], strict=True)}
+            age = _scalar(results[-1])
+            if age is not None:
+                ages.append(age)
+            for p in ready:
+                name = p["metadata"]["name"]
+                split = splits.get(name)
+                pod_obs.append(
+                    PodObservation(
+                        pod=name,
+                        node_pool=np.name,
+                        ready=True,
+                        ttft_p99=per_pod["ttft"].get(name),
+                        itl_p99=per_pod["itl"].get(name),
+                        request_rate=per_pod["rate"].get(name),
+                        prompt_tokens_rate=per_pod["prompt"].get(name),
+                        generation_tokens_rate=per_pod["gen"].get(name),
+                        running=per_pod["running"].get(name),
+                        queued=per_pod["queued"].get(name),
+                        kv_usage=per_pod["kv"].get(name),
+                        prefill_percent=split[0] if split else None,
+                        decode_percent=split[1] if split else None,
+                    )
+                )
+            rate = pool["rate"]
+            if rate is None and all(per_pod["rate"].get(p["metadata"]["name"]) is not None for p in ready):
+                rate = sum(v for v in per_pod["rate"].values() if v is not None)
+            pools[np.name] = NodePoolObservation(
+                np.name, len(pods), len(ready), pending, since,
+                ttft_p99=pool["ttft"], itl_p99=pool["itl"], request_rate=rate,
+                prompt_tokens_rate=pool["prompt"], generation_tokens_rate=pool["gen"],
+                running=pool["running"], queued=pool["queued"], kv_usage=pool["kv"],
+            )  # fmt: skip
+    except MetricsError as err:
+        return Observation(time=now, available=False, reason=str(err)[:512])
+    age = max(ages) if ages else 0.0
+    return Observation(time=now, pools=pools, pods=tuple(pod_obs), available=True, age=max(0.0, age))
