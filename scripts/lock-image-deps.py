@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -19,17 +20,19 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "images" / "operator" / "requirements.lock"
-PROJECT = "semipd-operator"
+PYPROJECT = ROOT / "pyproject.toml"
 # The image's interpreter (python:3.11-slim on linux/amd64), not necessarily the one running this script.
-IMAGE_ENV = {**default_environment(), "python_version": "3.11", "python_full_version": "3.11.0",
-             "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-             "implementation_name": "cpython", "platform_python_implementation": "CPython"}  # fmt: skip
+IMAGE_ENV: dict[str, str] = {
+    **{k: str(v) for k, v in default_environment().items()},
+    "python_version": "3.11", "python_full_version": "3.11.0", "sys_platform": "linux", "platform_system": "Linux",
+    "platform_machine": "x86_64", "implementation_name": "cpython", "platform_python_implementation": "CPython",
+}  # fmt: skip
 
 
-def closure(project: str) -> dict[str, str]:
-    """canonical name -> installed version, for every runtime requirement of `project`, transitively."""
+def closure(top: list[str]) -> dict[str, str]:
+    """canonical name -> installed version, for every requirement in `top`, transitively."""
     seen: dict[str, str] = {}
-    todo = [Requirement(r) for r in metadata.requires(project) or []]
+    todo = [Requirement(r) for r in top]
     while todo:
         req = todo.pop()
         if req.marker is not None and not req.marker.evaluate({**IMAGE_ENV, "extra": ""}):
@@ -55,7 +58,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the lock differs from the venv")
     args = parser.parse_args()
-    text = render(closure(PROJECT))
+    # pyproject, not the installed metadata: an editable install's metadata can predate an edit.
+    top = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    text = render(closure(top))
     if args.check:
         same = LOCK.exists() and LOCK.read_text() == text
         if not same:

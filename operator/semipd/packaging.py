@@ -59,13 +59,13 @@ BY_POOL = ("namespace", POOL)
 BY_NODE_POOL = ("namespace", POOL, NODE_POOL)
 
 # Operator metrics the rules and dashboard use. The first set is exported today
-# (controller/metrics.py); the second is the contract for the SLO autoscaler, which has not landed:
+# (controller/metrics.py); the second is the contract with the SLO autoscaler, which has not landed:
 # until it does, the alerts and panels that use them stay empty rather than wrong.
 OPERATOR_METRICS = {"semipd_reconcile_total", "semipd_reconcile_duration_seconds_count"}
 PENDING_OPERATOR_METRICS = {
     "semipd_slo_target_seconds": "gauge {namespace, pool, slo=ttft|itl}: the pool's spec.slo target in seconds",
-    "semipd_decisions_total": "counter {namespace, pool, node_pool, action, reason}: decisions taken",
-    "semipd_observation_age_seconds": "gauge {namespace, pool}: age of the newest observation used",
+    "semipd_autoscaler_decisions_total": "counter {action, reason}: decisions taken",
+    "semipd_observation_age_seconds": "gauge {namespace, pool}: age of the newest sample behind the last observation",
 }
 AGENT_SPLIT = "semipd_agent_prefill_percent"
 SIM_SPLIT = "semipd_sim:prefill_percent"
@@ -299,10 +299,9 @@ def dashboard() -> dict[str, Any]:
                [_target(split, f"{{{{{NODE_POOL}}}}} {{{{pod}}}}", "A")], 0, 8),
         _panel(4, "Serving replicas by node pool", "short",
                [_target(replicas, f"{{{{{POOL}}}}}/{{{{{NODE_POOL}}}}}", "A")], 12, 8),
-        _panel(5, "Decisions by action and reason", "short",
-               [_target(f"sum by (namespace, pool, node_pool, action, reason) "
-                        f"(increase(semipd_decisions_total{{{_SEL}}}[$__rate_interval]))",
-                        "{{pool}}/{{node_pool}} {{action}} ({{reason}})", "A")], 0, 16),
+        _panel(5, "Autoscaler decisions by action and reason", "short",
+               [_target("sum by (action, reason) (increase(semipd_autoscaler_decisions_total[$__rate_interval]))",
+                        "{{action}} ({{reason}})", "A")], 0, 16),
         _panel(6, "Requests per second by node pool", "reqps",
                [_target(f"sum by ({POOL}, {NODE_POOL}) ({rate})", f"{{{{{POOL}}}}}/{{{{{NODE_POOL}}}}}", "A")],
                12, 16),
@@ -511,6 +510,14 @@ def write(root: Path, files: Mapping[Path, str], owned_dirs: Sequence[Path] = ()
     return changed
 
 
+def sync(root: Path, helm: str) -> list[Path]:
+    """Rewrite every generated file; the chart first, since manifests are rendered from it."""
+    changed = write(root, chart_files(root))
+    rendered = generated_files(root, helm)
+    changed += write(root, {p: t for p, t in rendered.items() if p.parts[0] == MANIFESTS.name}, [MANIFESTS])
+    return changed
+
+
 def default_helm() -> str:
     cached = Path.home() / ".cache" / "semipd" / "bin" / "helm"
     return str(cached) if cached.exists() else "helm"
@@ -524,11 +531,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = Path(args.root)
     if args.action == "sync":
-        # Chart first: manifests are rendered from the chart as just written.
-        changed = write(root, chart_files(root))
-        files = generated_files(root, args.helm)
-        changed += write(root, {p: t for p, t in files.items() if p.parts[0] == MANIFESTS.name}, [MANIFESTS])
-        for rel in changed:
+        for rel in sync(root, args.helm):
             print(rel)
         return 0
     problems = stale(root, generated_files(root, args.helm), [MANIFESTS])
