@@ -2,6 +2,7 @@
 
 One pod; for each share the agent swaps the prefill worker, then the same seeded Poisson arrival
 sequence is replayed against the engine and TTFT is taken from the client side of each stream.
+Each share is measured in several rounds and its p99 is the median of the rounds' p99s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from semipd.sim.model import LatencyModel
 SHARES = (25, 50, 75, 100)
 PROMPT = 1024
 REQUESTS = 60
-SPEEDUP = 2.0  # resolution vs time: the 75 -> 100 % gap is ~25 % of p99 at this speed
+ROUNDS = 3
+SPEEDUP = 3.0
 UTILISATION_AT_LOWEST_SHARE = 0.8
 
 
@@ -56,17 +58,23 @@ async def test_p99_ttft_falls_monotonically_with_prefill_share(pod_factory: Call
     rate = UTILISATION_AT_LOWEST_SHARE / service * SPEEDUP  # requests per wall second
     schedule = arrivals(rate, REQUESTS)
     pod = pod_factory(PodOptions(speedup=SPEEDUP, prefill_percent=SHARES[0]))
-    p99s = []
-    for share in SHARES:
-        if share != SHARES[0]:
-            status, body = await asyncio.to_thread(pod.put_split, share)
-            assert status == 200, body
-        results = await replay(pod, schedule)
-        assert all(r.ok for r in results), [r.error for r in results if not r.ok]
-        ttfts = [r.ttft for r in results]
-        # Sanity: nobody beats the model's own prefill time at this share.
-        assert min(ttfts) >= model.prefill_time([PROMPT], share / 100) / SPEEDUP
-        p99s.append(p99(ttfts))
-    assert all(a > b for a, b in itertools.pairwise(p99s)), dict(zip(SHARES, p99s, strict=True))
+    estimates: dict[int, list[float]] = {share: [] for share in SHARES}
+    current = SHARES[0]
+    # Several rounds, alternating the order so slow drift of the shared machine cancels; the
+    # median of a share's p99 estimates is robust to one scheduling hiccup in one round.
+    for round_no in range(ROUNDS):
+        for share in SHARES if round_no % 2 == 0 else SHARES[::-1]:
+            if share != current:
+                status, body = await asyncio.to_thread(pod.put_split, share)
+                assert status == 200, body
+                current = share
+            results = await replay(pod, schedule)
+            assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+            ttfts = [r.ttft for r in results]
+            # Nobody beats the model's own prefill time at this share.
+            assert min(ttfts) >= model.prefill_time([PROMPT], share / 100) / SPEEDUP
+            estimates[share].append(p99(ttfts))
+    p99s = [statistics.median(estimates[share]) for share in SHARES]
+    assert all(a > b for a, b in itertools.pairwise(p99s)), estimates
     # The fall is substantial, not noise: the lowest share's tail is at least twice the highest's.
     assert p99s[0] > 2 * p99s[-1]
