@@ -84,3 +84,20 @@ def test_forwarded_signal_reaches_engine(pod_factory: Callable[..., LocalPod]) -
     pod = pod_factory(PodOptions(speedup=20.0))
     pod.signal(signal.SIGUSR1)
     assert pod.wait(30) == 128 + signal.SIGUSR1
+
+
+async def test_drain_delay_keeps_serving_with_readiness_off_then_drains(
+    pod_factory: Callable[..., LocalPod],
+) -> None:
+    pod = pod_factory(PodOptions(speedup=20.0, agent_args=["--drain-delay", "1.5", "--drain-timeout", "10"]))
+    async with aiohttp.ClientSession() as session:
+        pod.signal(signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        async with session.get(pod.admin_url + "/readyz") as resp:
+            assert resp.status == 503  # routers are told to stop sending ...
+        during = await stream_completion(session, pod.engine_url, 10, 5)
+        assert during.ok, during.error  # ... while requests that still arrive are served
+        await asyncio.sleep(1.6)
+        after = await stream_completion(session, pod.engine_url, 10, 5)
+    assert not after.ok
+    assert await asyncio.to_thread(pod.wait, 30) == 0

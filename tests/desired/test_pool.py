@@ -106,7 +106,10 @@ def test_gpu_deployment_pod_template() -> None:
     assert engine["securityContext"]["allowPrivilegeEscalation"] is False
     assert engine["securityContext"]["runAsNonRoot"] is True
     assert spec["terminationGracePeriodSeconds"] == 60
-    assert cmd[cmd.index("--drain-timeout") + 1] == "50"
+    assert cmd[cmd.index("--drain-delay") + 1] == "5"
+    assert cmd[cmd.index("--drain-timeout") + 1] == "45"
+    assert engine["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 9090, "scheme": "HTTP"}
+    assert "tcpSocket" not in engine["startupProbe"]
 
 
 def test_ascend_deployment_tolerates_the_taint_and_requests_npus() -> None:

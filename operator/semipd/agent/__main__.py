@@ -49,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drain-timeout", type=float, default=25.0, help="s to drain requests on SIGTERM")
     p.add_argument("--stop-timeout", type=float, default=5.0, help="s between SIGTERM and SIGKILL for children")
     p.add_argument(
+        "--drain-delay",
+        type=float,
+        default=0.0,
+        help="on SIGTERM: s to keep admitting requests (readiness already off) before draining",
+    )
+    p.add_argument(
         "--restart-drain-seconds",
         type=float,
         default=5.0,
@@ -115,6 +121,7 @@ def settings_from_args(ns: argparse.Namespace, engine_argv: list[str]) -> tuple[
         switch_timeout=ns.switch_timeout,
         worker_drain_timeout=ns.worker_drain_timeout,
         drain_timeout=ns.drain_timeout,
+        drain_delay=ns.drain_delay,
         stop_timeout=ns.stop_timeout,
         restart_drain_seconds=ns.restart_drain_seconds,
         restart_timeout=ns.restart_timeout,

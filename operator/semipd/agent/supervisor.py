@@ -72,6 +72,7 @@ class Settings:
     switch_timeout: float = 120.0
     worker_drain_timeout: float = 60.0
     drain_timeout: float = 25.0
+    drain_delay: float = 0.0
     stop_timeout: float = 5.0
     restart_drain_seconds: float = 5.0
     restart_timeout: float = 900.0
@@ -588,6 +589,11 @@ class Supervisor:
             task.cancel()
         if background:
             await asyncio.gather(*background, return_exceptions=True)
+        if drain and self.s.drain_delay > 0:
+            # Lame duck: readiness already says draining, but keep admitting while routers and
+            # endpoint lists catch up (what a preStop sleep does for servers that stop at once).
+            log.info("still serving for %.1fs so routers stop sending first", self.s.drain_delay)
+            await asyncio.sleep(self.s.drain_delay)
         if drain:
             await self._drain_engine()
         await asyncio.gather(*(w.child.stop(self.s.stop_timeout) for w in list(self.workers.values())))

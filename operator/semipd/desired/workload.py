@@ -21,6 +21,8 @@ from semipd.engines.base import AGENT_PYZ, AGENT_RUN_DIR, EngineContext, EngineD
 MPS_PIPE_DIR = f"{AGENT_RUN_DIR}/mps-pipe"
 MPS_LOG_DIR = f"{AGENT_RUN_DIR}/mps-log"
 ENGINE_CONTAINER = "engine"
+DRAIN_DELAY_S = 5
+"""After SIGTERM the agent keeps admitting this long (readiness already off) so routers stop first."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,12 @@ def _restricted(non_root: bool) -> dict[str, Any]:
     if non_root:
         ctx |= {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "readOnlyRootFilesystem": True}
     return ctx
+
+
+def _agent_probe(timing_from: dict[str, Any], port: int) -> dict[str, Any]:
+    """The agent's /readyz with the driver's timing (how long this engine may take to start)."""
+    timing = {k: v for k, v in timing_from.items() if k not in {"httpGet", "tcpSocket", "exec", "grpc"}}
+    return {"httpGet": {"path": "/readyz", "port": port, "scheme": "HTTP"}, **timing}
 
 
 def token_hash(token: str) -> str:
@@ -82,8 +90,10 @@ def workload(
         "python3",
         AGENT_PYZ,
         *wrapper.agent_args(driver, ctx),
+        "--drain-delay",
+        str(DRAIN_DELAY_S),
         "--drain-timeout",
-        str(max(1, grace - 10)),
+        str(max(5, grace - DRAIN_DELAY_S - 10)),
         "--",
         *parts.command,
     ]
@@ -95,8 +105,10 @@ def workload(
         "ports": [*parts.ports, wrapper.agent_port(ctx)],
         "resources": resources,
         "volumeMounts": [*parts.volume_mounts, *agent_mounts],
-        "startupProbe": parts.startup_probe,
-        "readinessProbe": parts.readiness_probe,
+        # Readiness and start-up ask the agent's /readyz: it is off while the engine starts, while
+        # the agent drains, and during a restart-mode split change (the engine's own health is not).
+        "startupProbe": _agent_probe(parts.startup_probe, ctx.engine.ports.admin),
+        "readinessProbe": _agent_probe(parts.readiness_probe, ctx.engine.ports.admin),
         # Liveness asks the agent, not the engine: a busy engine must not be killed mid-batch.
         "livenessProbe": wrapper.agent_liveness_probe(ctx),
         "securityContext": _restricted(non_root=engine.kind == EngineKind.SIM),
