@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_openai import FakeEngine
@@ -268,3 +270,42 @@ def test_cli_prompt_token_field_name_is_configurable(fake_engine: FakeEngine) ->
     )
     assert fake_engine.bodies[0]["n_prompt"] == 77
     assert "prompt_tokens" not in fake_engine.bodies[0]
+
+
+async def test_least_outstanding_router_prefers_the_idle_endpoint() -> None:
+    from aiohttp import web
+
+    hits = {"slow": 0, "fast": 0}
+
+    def handler(kind: str, delay: float) -> Any:
+        async def serve(request: web.Request) -> web.StreamResponse:
+            hits[kind] += 1
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await asyncio.sleep(delay)
+            chunk = {"choices": [{"text": "x", "index": 0, "finish_reason": "length"}]}
+            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
+
+        return serve
+
+    runners = []
+    urls = {}
+    for kind, delay in (("slow", 0.5), ("fast", 0.01)):
+        app = web.Application()
+        app.router.add_post("/v1/completions", handler(kind, delay))
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        urls[kind] = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    try:
+        schedule = [TraceRequest(i * 0.02, 8, 1) for i in range(40)]
+        res = await run_load(schedule, LoadConfig(endpoints=(urls["slow"], urls["fast"]), router="least-outstanding"))
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+    assert all(r.status == "ok" for r in res.results)
+    assert hits["fast"] > 3 * hits["slow"], hits

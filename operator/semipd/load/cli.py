@@ -69,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-input-tokens", type=_positive_int, help="clip prompt lengths")
     p.add_argument("--max-output-tokens", type=_positive_int, help="clip output lengths")
     p.add_argument("--concurrency", type=_positive_int, default=64, help="max requests in flight")
+    p.add_argument(
+        "--router",
+        choices=("round-robin", "least-outstanding"),
+        default="round-robin",
+        help="how requests are spread over the endpoints",
+    )
     p.add_argument("--request-timeout", type=_positive, default=300.0, help="per-request timeout, s")
     p.add_argument(
         "--drain-timeout",
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             endpoints=endpoints,
             model=ns.model,
             concurrency=ns.concurrency,
+        router=ns.router,
             max_requests=ns.max_requests,
             duration_s=ns.duration,
             request_timeout_s=ns.request_timeout,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -54,6 +54,9 @@ def check_endpoint(url: str, allow_remote: bool) -> str:
     return url.rstrip("/")
 
 
+Router = Literal["round-robin", "least-outstanding"]
+
+
 @dataclass(frozen=True)
 class LoadConfig:
     endpoints: tuple[str, ...]
@@ -72,6 +75,8 @@ class LoadConfig:
     ignore_eos: bool = True
     """Ask for exactly max_tokens tokens; a shorter answer counts as truncated."""
     allow_remote: bool = False
+    router: Router = "round-robin"
+    """`round-robin`, or `least-outstanding` (fewest requests in flight; what inference routers do)."""
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -170,8 +175,15 @@ async def run_load(
         started_unix = time.time()
         start = time.perf_counter()
 
+        outstanding = [0] * len(config.endpoints)
+
+        def pick(i: int) -> int:
+            n = len(config.endpoints)
+            if config.router == "least-outstanding":
+                return min(range(n), key=lambda k: (outstanding[k], (k - i) % n))
+            return i % n
+
         async def one(i: int, req: TraceRequest) -> None:
-            endpoint = config.endpoints[i % len(config.endpoints)]
             body = completion_body(
                 req,
                 i,
@@ -183,6 +195,9 @@ async def run_load(
             )
             slot = await slots.get()
             progress.in_flight += 1
+            target = pick(i)  # after the slot: choices reflect what is really in flight
+            endpoint = config.endpoints[target]
+            outstanding[target] += 1
             try:
                 res = await stream_completion(
                     clients[slot // _POOL_SIZE],
@@ -198,6 +213,7 @@ async def run_load(
                 )
             finally:
                 progress.in_flight -= 1
+                outstanding[target] -= 1
                 slots.put_nowait(slot)
             results.append(res)
             progress.done += 1
