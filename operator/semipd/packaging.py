@@ -349,9 +349,17 @@ def dashboard_queries(board: Mapping[str, Any]) -> list[str]:
     return exprs + [v["query"]["query"] for v in board["templating"]["list"] if v.get("type") == "query"]
 
 
+_LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+), *(?P<label>\w+)\)$")
+
+
 def grafana_to_promql(expr: str, rate_interval: str = "1m", **variables: str) -> str:
-    """A dashboard expression as Prometheus would receive it (variables substituted; default `.*`)."""
+    """A dashboard expression as Prometheus would receive it (variables substituted; default `.*`).
+
+    A variable's `label_values(selector, label)` becomes the equivalent `group by (label) (selector)`."""
     out = expr.replace("$__rate_interval", rate_interval)
+    m = _LABEL_VALUES.match(out)
+    if m:
+        out = f"group by ({m['label']}) ({m['selector']})"
     for name in ("namespace", "pool"):
         out = out.replace(f"${name}", variables.get(name, ".*"))
     return out

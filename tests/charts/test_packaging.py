@@ -31,6 +31,7 @@ from semipd.packaging import (
     dashboard,
     dashboard_queries,
     generated_files,
+    grafana_to_promql,
     manifests_from_render,
     metric_families,
     recording_rules,
@@ -192,3 +193,13 @@ def test_dashboard_has_the_panels_per_pool() -> None:
     for p in board["panels"]:
         for t in p["targets"]:
             assert t["datasource"]["uid"] == "${datasource}"
+
+
+def test_grafana_expressions_translate_to_promql() -> None:
+    expr = 'sum(rate(x{namespace=~"$namespace", pool=~"$pool"}[$__rate_interval]))'
+    assert grafana_to_promql(expr, namespace="ml") == 'sum(rate(x{namespace=~"ml", pool=~".*"}[1m]))'
+    variable = 'label_values(up{namespace=~"$namespace", semipd_io_pool!=""}, semipd_io_pool)'
+    assert (
+        grafana_to_promql(variable, namespace="ml")
+        == 'group by (semipd_io_pool) (up{namespace=~"ml", semipd_io_pool!=""})'
+    )
