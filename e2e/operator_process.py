@@ -61,7 +61,8 @@ class OperatorProcess:
             "SEMIPD_LIVENESS_ENDPOINT": f"http://127.0.0.1:{free_port()}/healthz",
             "SEMIPD_TOKEN_KEY_FILE": str(self.key_file),
             "SEMIPD_POD_ANNOTATIONS": "semipd.io/local-exec=true",
-            "SEMIPD_TERMINATION_GRACE": "20s",
+            "SEMIPD_TERMINATION_GRACE": "30s",
+            "SEMIPD_PROMETHEUS_URL": self.cluster.prometheus_url,
         }
         env.pop("KUBERNETES_SERVICE_HOST", None)
         with self.log.open("a") as out:

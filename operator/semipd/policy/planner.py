@@ -32,6 +32,9 @@ SPLIT_COMFORT = 0.25
 """Observed headroom on both SLOs above which a split is left alone (a switch is not free)."""
 STALE_INTERVALS = 3.0
 """Observations older than this many evaluation intervals are stale."""
+MIN_WINDOW_REQUESTS = 20.0
+"""Finished requests a pod's window must hold before its p99s drive a split move or a fit (a p99 of a
+handful of requests is noise; Semi-PD's own controller waits for 400)."""
 FULL_HOLD_S = 600.0
 """How long a node pool found full stays out of scale-out decisions."""
 
@@ -62,12 +65,12 @@ def _per_token(total: float | None, rate: float | None) -> float | None:
     return total / rate
 
 
-def _sample(pod: PodObservation) -> Sample | None:
+def _sample(pod: PodObservation, window_s: float) -> Sample | None:
     if (
         not pod.ready
         or pod.ttft_p99 is None
         or pod.request_rate is None
-        or pod.request_rate <= 0
+        or pod.request_rate * window_s < MIN_WINDOW_REQUESTS
         or pod.prefill_percent is None
         or pod.decode_percent is None
     ):
@@ -101,6 +104,9 @@ class _Run:
     decisions: list[Decision]
     ttft_slo: float
     itl_slo: float
+    window_s: float
+    fixed_by_split: set[str]
+    """Pods whose split change this plan predicts to clear their violation (scale-out waits for them)."""
 
     @property
     def now(self) -> float:
@@ -118,6 +124,11 @@ class _Run:
         self.decisions.append(
             Decision(self.now, action, reason, node_pool, pod, message, {k: str(v) for k, v in details.items()})
         )
+
+
+def _settling(run: _Run, pod: str) -> bool:
+    """The pod's split changed within the last observation window: its p99s still mix both splits."""
+    return run.now - run.state.last_split_change.get(pod, -math.inf) < run.window_s
 
 
 def _split_allowed(spec: InferencePoolSpec, ctx: PoolContext) -> bool:
@@ -142,8 +153,8 @@ def _refit_all(run: _Run) -> dict[str, Fit]:
         output = _per_token(pool_obs.generation_tokens_rate, pool_obs.request_rate) if pool_obs else None
         changed = False
         for pod in sorted(run.obs.pods_of(np.name), key=lambda p: p.pod):
-            sample = _sample(pod)
-            if sample is not None:
+            sample = _sample(pod, run.window_s)
+            if sample is not None and not _settling(run, pod.pod):
                 fit = fit.observe(sample, prompt, output)
                 changed = True
         fits[np.name] = refit(run.pools[np.name].model, fit) if changed else fit
@@ -160,10 +171,10 @@ def _plan_splits(run: _Run, fits: Mapping[str, Fit], last_change: dict[str, floa
         cooldown = max(2.0 * interval, 3.0 * ctx.split_cost_s)
         est = Estimator(ctx.model, fits[np.name])
         for pod in sorted(run.obs.pods_of(np.name), key=lambda p: p.pod):
-            sample = _sample(pod)
+            sample = _sample(pod, run.window_s)
             if sample is None or pod.itl_p99 is None:
                 continue  # unknown or idle: never move a split on no data
-            if run.now - last_change.get(pod.pod, -math.inf) < cooldown:
+            if run.now - last_change.get(pod.pod, -math.inf) < cooldown or _settling(run, pod.pod):
                 continue
             x0, y0 = int(pod.prefill_percent or 0), int(pod.decode_percent or 0)
             observed = _headroom(pod.ttft_p99, pod.itl_p99, run.ttft_slo, run.itl_slo)
@@ -182,6 +193,8 @@ def _plan_splits(run: _Run, fits: Mapping[str, Fit], last_change: dict[str, floa
             itl_breach = pod.itl_p99 > run.itl_slo
             reason = "TTFTOverSLO" if ttft_breach else "ITLOverSLO" if itl_breach else "MoreHeadroom"
             changes.append(SplitChange(pod.pod, np.name, best, y0, (x0, y0)))
+            if observed < 0 <= predicted:
+                run.fixed_by_split.add(pod.pod)
             last_change[pod.pod] = run.now
             run.decide(
                 "SplitChange",
@@ -273,7 +286,7 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
     demand = sum(d for d in demands if d is not None)
     supply = sum(run.replicas[np.name] * caps[np.name] for np in run.spec.node_pools)
     deficit = demand - supply
-    if deficit > 1e-9:
+    if deficit > 1e-9 and _slo_at_risk(run):
         state["slack"].pop("*", None)
         since = state["breach"].setdefault("*", run.now)
         if run.now - since < to_seconds(auto.scale_up_stabilization):
@@ -332,6 +345,19 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
         return
 
 
+def _slo_at_risk(run: _Run) -> bool:
+    """Some running pod misses an SLO and no split change of this plan is predicted to fix it: the
+    model's capacity shortfall alone (which can be a fitting artefact) never adds accelerators."""
+    for np in run.spec.node_pools:
+        for pod in run.obs.pods_of(np.name):
+            if _sample(pod, run.window_s) is None or _settling(run, pod.pod):
+                continue  # too little data, or a split change whose effect is not measurable yet
+            h = _headroom(pod.ttft_p99, pod.itl_p99, run.ttft_slo, run.itl_slo)
+            if h is not None and h < 0 and pod.pod not in run.fixed_by_split:
+                return True
+    return False
+
+
 def _has_slack(run: _Run, pool: NodePoolObservation) -> bool:
     """Both SLOs met with the capacity margin to spare; an idle pool (zero arrivals) has slack."""
     h = _headroom(pool.ttft_p99, pool.itl_p99, run.ttft_slo, run.itl_slo)
@@ -362,7 +388,18 @@ def plan(
         np.name: max(np.min_replicas, min(np.max_replicas, current.get(np.name, np.min_replicas)))
         for np in spec.node_pools
     }
-    run = _Run(spec, obs, state, pools, replicas, [], to_seconds(spec.slo.ttft_p99), to_seconds(spec.slo.itl_p99))
+    run = _Run(
+        spec,
+        obs,
+        state,
+        pools,
+        replicas,
+        [],
+        to_seconds(spec.slo.ttft_p99),
+        to_seconds(spec.slo.itl_p99),
+        to_seconds(spec.slo.window),
+        set(),
+    )
     interval = to_seconds(spec.autoscaling.interval)
     if not obs.available:
         return _hold(run, "MetricsUnavailable", obs.reason or "the metrics source did not answer")

@@ -1,0 +1,251 @@
+"""The SLO autoscaler end to end: real control plane, real Prometheus, agents and simulated engines
+serving real streamed requests from the load generator.
+
+In order: load rises until p99 TTFT breaches the SLO -> the prefill share rises and TTFT comes back
+under the SLO with no new pod; load rises further -> scale-out into the cheaper pool; that pool is
+made full -> the next pool takes the demand; load falls -> scale-in after the stabilization window;
+Prometheus stopped -> fail-static, no actions, recovery when it returns. No client request fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.harness import wait_until
+from e2e.operator_process import OperatorProcess, install_crds
+from semipd.controller.agents import ready_pod_ips
+from semipd.load import LoadConfig, run_load
+from semipd.sim.traces import TraceRequest
+
+pytestmark = pytest.mark.e2e
+
+NS = "autoscale-e2e"
+POOL = "auto"
+INTERVAL = 5.0
+SLICE_S = 2.0
+RESULTS_LOG = Path("/tmp") / "semipd-autoscale-e2e-results.json"
+
+MANIFEST = {
+    "apiVersion": "semipd.io/v1alpha1",
+    "kind": "InferencePool",
+    "metadata": {"name": POOL},
+    "spec": {
+        "model": {"name": "llama-3-8b", "source": "hf://meta-llama/Llama-3.1-8B-Instruct", "profile": "llama-3-8b"},
+        "engine": {"kind": "sim", "args": ["--load-time", "3"]},
+        "nodePools": [
+            {"name": "h200", "accelerator": "nvidia", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
+             "minReplicas": 1, "maxReplicas": 3, "costPerHour": 10},
+            {"name": "ascend", "accelerator": "ascend", "nodeSelector": {"accelerator": "huawei-Ascend910"},
+             "tolerations": [{"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}],
+             "minReplicas": 0, "maxReplicas": 4, "costPerHour": 1},
+        ],
+        "semiPD": {"initialPrefillPercent": 30, "minPrefillPercent": 20, "maxPrefillPercent": 90, "stepPercent": 20},
+        "slo": {"ttftP99": "1s", "itlP99": "60ms", "window": "15s"},
+        "autoscaling": {"interval": f"{INTERVAL:.0f}s", "scaleDownStabilization": "40s", "pendingTimeout": "20s"},
+    },
+}  # fmt: skip
+
+
+class LoadDriver:
+    """Open-loop Poisson load at an adjustable rate over whatever engine pods are Ready right now."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.rate = 0.0
+        self.results: list[Any] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self._rng = random.Random(7)
+
+    def endpoints(self) -> list[str]:
+        pods = self.cluster.core().list_namespaced_pod(NS, label_selector=f"semipd.io/pool={POOL}").items
+        bodies = [self.cluster.api().sanitize_for_serialization(p) for p in pods if not p.metadata.deletion_timestamp]
+        return [f"http://{ip}:8000" for ip in ready_pod_ips(bodies).values()]
+
+    async def _slice(self, endpoints: list[str], rate: float) -> None:
+        t, schedule = 0.0, []
+        while rate > 0:
+            t += self._rng.expovariate(rate)
+            if t >= SLICE_S:
+                break
+            schedule.append(TraceRequest(t, 1024, 128))
+        if not schedule or not endpoints:
+            return
+        cfg = LoadConfig(
+            endpoints=tuple(endpoints),
+            model="llama-3-8b",
+            router="least-outstanding",
+            concurrency=256,
+            request_timeout_s=120.0,
+            drain_timeout_s=120.0,
+        )
+        res = await run_load(schedule, cfg)
+        self.results.extend(res.results)
+
+    async def _run(self) -> None:
+        tasks: set[asyncio.Task[None]] = set()
+        while not self._stop.is_set():
+            endpoints = await asyncio.to_thread(self.endpoints)
+            task = asyncio.create_task(self._slice(endpoints, self.rate))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            await asyncio.sleep(SLICE_S)
+        await asyncio.gather(*tasks)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=300)
+
+    def failures(self) -> list[str]:
+        return [f"{r.endpoint}: {r.status} {r.error}" for r in self.results if r.status != "ok"]
+
+
+def pool(cluster: Any) -> dict[str, Any]:
+    out = cluster.kubectl("get", "inferencepools.semipd.io", POOL, "-n", NS, "-o", "json").stdout
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}.get(type_, {})
+
+
+def decisions(cluster: Any, action: str | None = None) -> list[dict[str, Any]]:
+    out = (pool(cluster).get("status") or {}).get("decisions") or []
+    return [d for d in out if action is None or d["action"] == action]
+
+
+def ready_replicas(cluster: Any) -> dict[str, int]:
+    return {p["name"]: p["readyReplicas"] for p in (pool(cluster).get("status") or {}).get("nodePools", [])}
+
+
+def observed_ttft(cluster: Any) -> float | None:
+    text = ((pool(cluster).get("status") or {}).get("observed") or {}).get("ttftP99")
+    if not text or text == "unknown":
+        return None
+    return float(text[:-2]) / 1000 if text.endswith("ms") else float(text[:-1])
+
+
+def ascend_nodes(cluster: Any) -> list[str]:
+    nodes = cluster.core().list_node(label_selector="semipd.io/accelerator=ascend").items
+    return [n.metadata.name for n in nodes]
+
+
+@pytest.fixture(scope="module")
+def fleet(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OperatorProcess, LoadDriver]]:
+    install_crds(cluster, gie=False)
+    cluster.kubectl("create", "namespace", NS, check=False)
+    wait_until(lambda: cluster.core().read_namespaced_service_account("default", NS), timeout=30, what="default SA")
+    op = OperatorProcess(cluster, NS, tmp_path_factory.mktemp("autoscaler"), resync="5s")
+    op.start()
+    cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(MANIFEST))
+    wait_until(lambda: condition(pool(cluster), "Ready").get("status") == "True", timeout=120, what="pool Ready")
+    load = LoadDriver(cluster)
+    load.start()
+    try:
+        yield op, load
+    finally:
+        load.stop()
+        RESULTS_LOG.write_text(json.dumps([r.to_json() for r in load.results])[:5_000_000])
+        for node in ascend_nodes(cluster):
+            cluster.kubectl("uncordon", node, check=False)
+        op.stop()
+        cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+    assert not op.tracebacks(), op.tracebacks()[-4000:]
+
+
+def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
+    _, load = fleet
+    load.rate = 6.0
+    breach = wait_until(
+        lambda: (t := observed_ttft(cluster)) is not None and t > 1.0 and time.monotonic(),
+        timeout=90,
+        what="p99 TTFT over the SLO",
+    )
+    split = wait_until(
+        lambda: [d for d in decisions(cluster, "SplitChange") if d["reason"] == "TTFTOverSLO"] and time.monotonic(),
+        timeout=60,
+        what="a split change for the TTFT breach",
+    )
+    assert split - breach <= 2 * INTERVAL + 3.0, f"split applied {split - breach:.1f}s after the breach showed"
+    wait_until(
+        lambda: (t := observed_ttft(cluster)) is not None and t < 1.0, timeout=120, what="p99 TTFT back under the SLO"
+    )
+    assert decisions(cluster, "ScaleOut") == []
+    assert ready_replicas(cluster) == {"h200": 1, "ascend": 0}
+    prefill = [s["prefillPercent"] for p in pool(cluster)["status"]["nodePools"] for s in p["splits"]]
+    assert prefill and all(p > 30 for p in prefill)
+    assert load.failures() == []
+
+
+def test_more_load_scales_out_into_the_cheaper_pool(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
+    _, load = fleet
+    load.rate = 15.0
+    outs = wait_until(lambda: decisions(cluster, "ScaleOut"), timeout=120, what="a scale-out decision")
+    assert outs[0]["nodePool"] == "ascend", outs
+    assert float(outs[0]["details"]["costPerCapacity"]) > 0
+    wait_until(lambda: ready_replicas(cluster).get("ascend", 0) >= 1, timeout=120, what="an Ascend replica Ready")
+    assert load.failures() == []
+
+
+def test_a_full_pool_hands_its_demand_to_the_next(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
+    _, load = fleet
+    for node in ascend_nodes(cluster):
+        cluster.kubectl("cordon", node)
+    h200_before = ready_replicas(cluster)["h200"]
+    load.rate = 25.0
+    fallback = wait_until(lambda: decisions(cluster, "PoolFallback"), timeout=180, what="a pool fallback")
+    assert fallback[0]["nodePool"] == "ascend"
+    wait_until(lambda: ready_replicas(cluster)["h200"] > h200_before, timeout=120, what="more H200 replicas Ready")
+    assert load.failures() == []
+
+
+def test_less_load_scales_in_after_the_window(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
+    _, load = fleet
+    for node in ascend_nodes(cluster):
+        cluster.kubectl("uncordon", node)
+    before = sum(ready_replicas(cluster).values())
+    load.rate = 1.0
+    started = time.monotonic()
+    wait_until(lambda: decisions(cluster, "ScaleIn"), timeout=240, what="a scale-in decision")
+    assert time.monotonic() - started >= 40 - INTERVAL, "scale-in came before the stabilization window"
+    wait_until(lambda: sum(ready_replicas(cluster).values()) < before, timeout=120, what="fewer replicas")
+    time.sleep(2 * SLICE_S + 6)  # requests in flight to the removed pods finish within the drain delay
+    assert load.failures() == []
+
+
+def test_prometheus_outage_fails_static_and_recovers(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
+    _, load = fleet
+    cluster.stop_prometheus()
+    try:
+        cond = wait_until(
+            lambda: (c := condition(pool(cluster), "MetricsAvailable")).get("status") == "False" and c,
+            timeout=6 * INTERVAL,
+            what="MetricsAvailable=False",
+        )
+        assert cond["reason"] == "MetricsUnavailable"
+        count, replicas = len(decisions(cluster)), ready_replicas(cluster)
+        time.sleep(3 * INTERVAL)
+        assert len(decisions(cluster)) == count, "the autoscaler acted without metrics"
+        assert ready_replicas(cluster) == replicas
+    finally:
+        cluster.start_prometheus()
+    wait_until(
+        lambda: condition(pool(cluster), "MetricsAvailable").get("status") == "True",
+        timeout=60,
+        what="MetricsAvailable=True again",
+    )
+    assert load.failures() == []
