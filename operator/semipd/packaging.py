@@ -58,14 +58,16 @@ NODE_POOL = prom_label(names.NODE_POOL_LABEL)
 BY_POOL = ("namespace", POOL)
 BY_NODE_POOL = ("namespace", POOL, NODE_POOL)
 
-# Operator metrics the rules and dashboard use. The first set is exported today
-# (controller/metrics.py); the second is the contract with the SLO autoscaler, which has not landed:
-# until it does, the alerts and panels that use them stay empty rather than wrong.
-OPERATOR_METRICS = {"semipd_reconcile_total", "semipd_reconcile_duration_seconds_count"}
+# Operator metrics the rules and dashboard use: exported by controller/metrics.py, and the contract
+# for what is not exported yet (until it is, the alerts and panels that use it stay empty, not wrong).
+OPERATOR_METRICS = {
+    "semipd_reconcile_total",
+    "semipd_reconcile_duration_seconds_count",
+    "semipd_autoscaler_decisions_total",
+    "semipd_observation_age_seconds",
+}
 PENDING_OPERATOR_METRICS = {
     "semipd_slo_target_seconds": "gauge {namespace, pool, slo=ttft|itl}: the pool's spec.slo target in seconds",
-    "semipd_autoscaler_decisions_total": "counter {action, reason}: decisions taken",
-    "semipd_observation_age_seconds": "gauge {namespace, pool}: age of the newest sample behind the last observation",
 }
 AGENT_SPLIT = "semipd_agent_prefill_percent"
 SIM_SPLIT = "semipd_sim:prefill_percent"
