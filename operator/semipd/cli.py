@@ -16,6 +16,7 @@ DELEGATED = {
     "agent": ("semipd.agent.__main__", "the in-pod agent that wraps an engine (semipd agent -- <engine cmd>)"),
     "sim-engine": ("semipd.sim.engine.cli", "the simulated semi-PD engine (decode owner or prefill worker)"),
     "load": ("semipd.load.cli", "replay a trace or synthetic load against OpenAI endpoints"),
+    "simulate": ("semipd.sim.fleet.cli", "what-if: replay a trace through the fleet simulator with the real policy"),
 }
 
 
