@@ -27,9 +27,10 @@ venv: $(STAMP)
 
 crds: $(STAMP)
 	$(BIN)/semipd crds --output crds
+	$(BIN)/python -m semipd.packaging sync
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator tests e2e bench
+	$(BIN)/ruff check operator tests e2e bench scripts
 	$(BIN)/mypy --strict operator/semipd
 
 unit: $(STAMP)
@@ -39,7 +40,7 @@ deps:
 	bash e2e/install-deps.sh
 
 binaries:
-	bash e2e/build-binaries.sh all
+	bash e2e/build-binaries.sh all helm
 
 e2e: $(STAMP) deps binaries
 	$(BIN)/python -m pytest e2e -q

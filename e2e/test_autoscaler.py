@@ -187,7 +187,8 @@ def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[Oper
     assert decisions(cluster, "ScaleOut") == []
     assert ready_replicas(cluster) == {"h200": 1, "ascend": 0}
     prefill = [s["prefillPercent"] for p in pool(cluster)["status"]["nodePools"] for s in p["splits"]]
-    assert prefill and all(p > 30 for p in prefill)
+    assert prefill
+    assert all(p > 30 for p in prefill)
     assert load.failures() == []
 
 

@@ -17,6 +17,7 @@ DELEGATED = {
     "sim-engine": ("semipd.sim.engine.cli", "the simulated semi-PD engine (decode owner or prefill worker)"),
     "load": ("semipd.load.cli", "replay a trace or synthetic load against OpenAI endpoints"),
     "simulate": ("semipd.sim.fleet.cli", "what-if: replay a trace through the fleet simulator with the real policy"),
+    "package": ("semipd.packaging", "regenerate or check the chart's generated parts and manifests/ (sync|check)"),
 }
 
 

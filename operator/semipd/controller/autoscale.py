@@ -109,6 +109,8 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
         current.update(view.replicas)
     result: Plan = plan(spec, obs, view.state, current, pool_contexts(spec))
     metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+    metrics.SLO_TARGET.labels(namespace=namespace, pool=name, slo="ttft").set(to_seconds(spec.slo.ttft_p99))
+    metrics.SLO_TARGET.labels(namespace=namespace, pool=name, slo="itl").set(to_seconds(spec.slo.itl_p99))
     if obs.available:
         metrics.OBSERVATION_AGE.labels(namespace=namespace, pool=name).set(obs.age)
     failed = []
@@ -117,7 +119,7 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
             failed.append(f"{change.pod}: {err}")
             logger.warning("split change on %s failed: %s", change.pod, err)
     for d in result.decisions:
-        metrics.DECISIONS.labels(action=d.action, reason=d.reason).inc()
+        metrics.DECISIONS.labels(namespace=namespace, pool=name, action=d.action, reason=d.reason).inc()
         view.decisions.append(status_decision(d))
         await ctx.events.post(
             body, "Normal", d.action, f"{d.reason}: {d.message}" + (f" (pod {d.pod})" if d.pod else "")

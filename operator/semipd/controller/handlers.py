@@ -186,6 +186,7 @@ def run(config: OperatorConfig) -> None:
     # Kopf logs every successful handler call at INFO; ours log what matters themselves.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # every liveness probe otherwise
     kopf.run(
         registry=build_registry(config),
         standalone=True,

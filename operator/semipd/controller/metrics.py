@@ -11,7 +11,16 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 INVALID_SPECS = Counter("semipd_invalid_spec", "Reconciles that found an InvalidSpec")
-DECISIONS = Counter("semipd_autoscaler_decisions", "Autoscaler decisions by action and reason", ["action", "reason"])
+DECISIONS = Counter(
+    "semipd_autoscaler_decisions",
+    "Autoscaler decisions by pool, action and reason",
+    ["namespace", "pool", "action", "reason"],
+)
+SLO_TARGET = Gauge(
+    "semipd_slo_target_seconds",
+    "The pool's latency objectives (spec.slo), for alerts and dashboards",
+    ["namespace", "pool", "slo"],
+)
 DECISION_SECONDS = Histogram(
     "semipd_autoscaler_decision_duration_seconds",
     "Observe + plan wall time of one evaluation",
