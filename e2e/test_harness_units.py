@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from e2e.harness import kwok, nodes, podspec, prometheus
+from e2e.harness import addresses, kwok, nodes, podspec, prometheus
 from e2e.harness.config import LOCAL_EXEC_ANNOTATION
 from e2e.harness.pki import Pki
 from e2e.harness.podspec import ContainerState, PodConfigError
@@ -211,30 +211,32 @@ def test_decode_secret_and_configmap_binary() -> None:
 
 def test_plan_nodes_assigns_disjoint_loopback_cidrs_and_keeps_existing() -> None:
     pools = nodes.default_pools()
-    plan = nodes.plan_nodes(pools, {})
+    plan = nodes.plan_nodes(pools, {}, 23)
     assert [m["metadata"]["name"] for m in plan.create] == [
         "gpu-h200-0", "gpu-h200-1", "gpu-h200-2", "gpu-h200-3", "ascend-910b-0", "ascend-910b-1"]
     cidrs = [ipaddress.ip_network(m["spec"]["podCIDR"]) for m in plan.create]
-    assert all(c.subnet_of(ipaddress.ip_network("127.0.0.0/8")) for c in cidrs)
+    assert all(c.subnet_of(ipaddress.ip_network("127.23.0.0/16")) for c in cidrs)
     assert len(set(cidrs)) == 6
     assert all(ipaddress.ip_address("127.0.0.1") not in c for c in cidrs)
+    node_ips = [m["status"]["addresses"][0]["address"] for m in plan.create]
+    assert node_ips == [f"127.23.255.{i}" for i in range(1, 7)]
     gpu = plan.create[0]
     assert gpu["status"]["allocatable"]["nvidia.com/gpu"] == "8"
     assert gpu["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
     npu = plan.create[4]
     assert npu["spec"]["taints"] == [{"key": "huawei.com/Ascend910", "value": "present", "effect": "NoSchedule"}]
 
-    existing = {"gpu-h200-0": "127.10.7.0/24", "old-0": "127.10.0.0/24"}
-    plan2 = nodes.plan_nodes([nodes.gpu_pool(count=2)], existing)
+    existing = {"gpu-h200-0": "127.23.7.0/24", "old-0": "127.23.0.0/24"}
+    plan2 = nodes.plan_nodes([nodes.gpu_pool(count=2)], existing, 23)
     assert plan2.delete == ["old-0"]
     assert [m["metadata"]["name"] for m in plan2.create] == ["gpu-h200-1"]
     # Neither the kept node's CIDR nor the one of the node being deleted is handed out again.
-    assert plan2.create[0]["spec"]["podCIDR"] == "127.10.1.0/24"
+    assert plan2.create[0]["spec"]["podCIDR"] == "127.23.1.0/24"
 
 
 def test_plan_nodes_rejects_duplicate_names() -> None:
     with pytest.raises(ValueError, match="duplicate"):
-        nodes.plan_nodes([nodes.gpu_pool("x", 1), nodes.ascend_pool("x", 1)], {})
+        nodes.plan_nodes([nodes.gpu_pool("x", 1), nodes.ascend_pool("x", 1)], {}, 23)
 
 
 # --- kwok / prometheus ----------------------------------------------------------------------
@@ -280,3 +282,35 @@ def test_prometheus_config_discovers_annotated_pods_by_ip(tmp_path: Path) -> Non
     assert address["source_labels"] == ["__meta_kubernetes_pod_ip",
                                         "__meta_kubernetes_pod_annotation_prometheus_io_port"]
     assert cfg["global"]["scrape_interval"] == "2s"
+
+
+# --- address slices -------------------------------------------------------------------------
+
+
+def test_choose_octet_skips_leased_and_busy_slices() -> None:
+    assert addresses.choose_octet([], []) == addresses.FIRST_OCTET
+    assert addresses.choose_octet([10, 11], [12]) == 13
+    with pytest.raises(RuntimeError, match="no free"):
+        addresses.choose_octet(range(addresses.FIRST_OCTET, addresses.LAST_OCTET + 1), [])
+
+
+def test_parse_proc_net_tcp_finds_loopback_slices() -> None:
+    dump = (
+        "  sl  local_address rem_address   st\n"
+        "   0: 0100007F:1F90 00000000:0000 0A\n"      # 127.0.0.1:8080
+        "   1: 01000A7F:2382 00000000:0000 0A\n"      # 127.10.0.1:9090
+        "   2: 0100000A:0016 00000000:0000 0A\n"      # 10.0.0.1:22
+    )
+    assert addresses.parse_proc_net_tcp(dump) == {0, 10}
+
+
+def test_address_leases_exclude_each_other_and_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SEMIPD_ADDRESS_LEASES", str(tmp_path))
+    monkeypatch.setattr(addresses, "busy_octets", set)
+    first = addresses.acquire("run-a", tmp_path / "a")
+    second = addresses.acquire("run-b", tmp_path / "b")  # run-a's taker (this process) is alive
+    assert first != second
+    addresses.release(first, "run-a")
+    assert addresses.acquire("run-c", tmp_path / "c") == first
+    addresses.release(second, "someone-else")  # not the holder: no effect
+    assert (tmp_path / f"127.{second}").exists()

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 from kubernetes import client
 
-from . import components, kube, kwok, nodes, pki, processes, prometheus
+from . import addresses, components, kube, kwok, nodes, pki, processes, prometheus
 from .config import COMPONENTS, REPO_ROOT, RUN_MARKER_ENV, RunPaths, binary, default_run_dir
 from .processes import Fatal, Timeout, wait_until
 
@@ -84,6 +84,11 @@ class Cluster:
         return str(self.state["run_id"])
 
     @property
+    def address_octet(self) -> int:
+        """B of this cluster's loopback slice 127.B.0.0/16 (pod IPs, node IPs)."""
+        return int(self.state["address_octet"])
+
+    @property
     def ports(self) -> components.Ports:
         return components.Ports(**self.state["ports"])
 
@@ -123,8 +128,8 @@ class Cluster:
     def is_running(self) -> bool:
         """Every background process alive (Prometheus may be deliberately stopped) and the
         apiserver ready."""
-        if not self.state.get("ready"):
-            return False
+        if not self.state.get("ready") or "address_octet" not in self.state:
+            return False  # (a state without an address slice predates slices: start afresh)
         needed = [c for c in BACKGROUND if c != "prometheus" or not self.state.get("prometheus_stopped")]
         if not all(self.process_alive(c) for c in needed):
             return False
@@ -264,9 +269,12 @@ class Cluster:
         for d in (root, self.paths.logs, self.paths.kwok, self.paths.prometheus, self.paths.pods):
             d.mkdir(parents=True, exist_ok=True)
         ports = components.Ports(*processes.free_ports(7))
-        self.state = {"run_id": uuid.uuid4().hex[:12], "ports": asdict(ports), "created": time.time(),
-                      "processes": {}, "ready": False}
+        run_id = uuid.uuid4().hex[:12]
+        self.state = {"run_id": run_id, "ports": asdict(ports), "created": time.time(),
+                      "processes": {}, "ready": False,
+                      "address_octet": addresses.acquire(run_id, root)}
         self._save_state()
+        log(f"pod addresses: {addresses.slice_network(self.address_octet)}")
         self._api = self._dynamic = None
         try:
             self._start_control_plane(ports)
@@ -288,7 +296,7 @@ class Cluster:
             target = self.paths.kubeconfig if ident.name == "admin" else self.paths.component_kubeconfig(ident.name)
             target.write_text(pki.kubeconfig(the_pki, ident.name, ports.api_url))
             target.chmod(0o600)
-        (self.paths.kwok / "kwok.yaml").write_text(kwok.config_yaml())
+        (self.paths.kwok / "kwok.yaml").write_text(kwok.config_yaml(addresses.fallback_cidr(self.address_octet)))
 
         self._start("etcd", components.etcd(self.paths, ports))
         self._await("etcd", lambda: components.etcd_healthy(ports), 30)
@@ -328,7 +336,7 @@ class Cluster:
     def set_node_pools(self, pools: Sequence[nodes.NodePool], *, timeout: float = 60) -> list[str]:
         """Make exactly these pools' nodes exist and wait until they are Ready. Returns names."""
         core = self.core()
-        plan = nodes.plan_nodes(pools, self.managed_nodes())
+        plan = nodes.plan_nodes(pools, self.managed_nodes(), self.address_octet)
         for name in plan.delete:
             core.delete_node(name)
         node_res = self.dynamic().resources.get(api_version="v1", kind="Node")
@@ -494,6 +502,8 @@ class Cluster:
         leftovers = processes.kill_marked(RUN_MARKER_ENV, run_id, grace=2)
         if leftovers:
             log(f"swept {len(leftovers)} leftover process(es) of run {run_id}: {leftovers}")
+        if "address_octet" in self.state:
+            addresses.release(self.address_octet, run_id)
         self._api = self._dynamic = None
         if keep_state:
             self.state["ready"] = False

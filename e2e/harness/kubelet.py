@@ -433,11 +433,14 @@ class ContainerRunner:
         """SIGKILL the container's process group and anything else carrying its marker (a
         runtime tears down the whole PID namespace when PID 1 goes)."""
         processes.signal_group(pid, signal.SIGKILL)
-        for p in processes.pids_with_markers({POD_MARKER_ENV: self.w.uid, CONTAINER_MARKER_ENV: self.name}):
+        marked = processes.pids_with_markers({POD_MARKER_ENV: self.w.uid, CONTAINER_MARKER_ENV: self.name})
+        for p in marked:
             processes.signal_pid(p, signal.SIGKILL)
+        # Gone before a restart binds the same ports again.
+        processes.wait_gone(marked, 5.0)
 
     def stop(self, grace: float, *, final: bool = False) -> None:
-        """SIGTERM the container's process group, SIGKILL it after `grace` seconds; it then
+        """SIGTERM the container's main process, SIGKILL all of it after `grace` seconds; it then
         restarts per its policy unless `final`."""
         self.final = self.final or final
         if self.proc is None:
@@ -743,6 +746,8 @@ class PodWorker(threading.Thread):
                 r.kill_leftovers(r.proc.pid)
                 r.proc.wait(timeout=10)
                 r.proc = None
+        # Wait until every process of the pod is really gone before the pod object goes: kwok
+        # recycles the pod IP on deletion and a new pod may bind the same address at once.
         processes.kill_marked(POD_MARKER_ENV, self.uid, grace=1)
         if not self.gone.is_set() and not self.shutting_down.is_set():
             self.kubelet.force_delete(self.namespace, self.pod_name, self.uid)

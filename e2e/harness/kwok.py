@@ -88,7 +88,7 @@ def stages(stage_dir: Path | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def config_yaml(stage_dir: Path | None = None) -> str:
+def config_yaml(fallback_cidr: str, stage_dir: Path | None = None) -> str:
     """The multi-document file passed to `kwok --config`."""
     kwok_conf = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
@@ -96,7 +96,7 @@ def config_yaml(stage_dir: Path | None = None) -> str:
         # Fallback pool for pods on nodes without a podCIDR (ours always have one).
         # kwok does not default these when a KwokConfiguration is passed ("parallelism must be > 0").
         "options": {
-            "cidr": "127.64.0.0/16",
+            "cidr": fallback_cidr,
             "nodeIP": "127.0.0.1",
             "nodeLeaseParallelism": 4,
             "podPlayStageParallelism": 4,

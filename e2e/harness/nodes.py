@@ -1,8 +1,8 @@
 """Fake accelerator node pools: kwok-managed Node objects with GPU/NPU allocatable.
 
-Each node gets its own /24 pod CIDR inside 127.0.0.0/8 (127.10.0.0/24, 127.10.1.0/24, ...),
-so kwok hands pods loopback IPs that local processes can bind without any interface setup.
-Node InternalIPs come from 127.2.0.0/16, away from pod ranges and from 127.0.0.1.
+Each node gets its own /24 pod CIDR inside the cluster's loopback slice 127.B.0.0/16
+(127.B.0.0/24, 127.B.1.0/24, ...; see addresses.py), so kwok hands pods loopback IPs that local
+processes can bind without any interface setup. Node InternalIPs are 127.B.255.x.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import addresses
 from .config import KWOK_NODE_ANNOTATION
 
-POD_CIDR_SPACE = ipaddress.ip_network("127.10.0.0/16")
-NODE_IP_SPACE = ipaddress.ip_network("127.2.0.0/16")
 POOL_LABEL = "semipd.io/node-pool"
 ACCELERATOR_LABEL = "semipd.io/accelerator"
 MANAGED_LABEL = "semipd.io/e2e-node"
@@ -95,11 +94,11 @@ def default_pools() -> list[NodePool]:
     return [gpu_pool(), ascend_pool()]
 
 
-def allocate_cidrs(wanted: Sequence[str], taken: Mapping[str, str]) -> dict[str, str]:
+def allocate_cidrs(wanted: Sequence[str], taken: Mapping[str, str], octet: int) -> dict[str, str]:
     """Pod CIDR per node name: keep existing assignments, give new nodes the lowest /24 not in
     `taken` (which includes nodes about to be deleted: their pods may linger for a while)."""
     used = set(taken.values())
-    free = (str(n) for n in POD_CIDR_SPACE.subnets(new_prefix=24) if str(n) not in used)
+    free = (c for c in addresses.pod_cidrs(octet) if c not in used)
     result = {}
     for name in wanted:
         result[name] = taken[name] if name in taken else next(free)
@@ -107,9 +106,10 @@ def allocate_cidrs(wanted: Sequence[str], taken: Mapping[str, str]) -> dict[str,
 
 
 def node_ip(cidr: str) -> str:
-    """A node InternalIP derived from its pod CIDR (127.10.B.0/24 -> 127.2.0.B+1 style, unique)."""
-    index = list(POD_CIDR_SPACE.subnets(new_prefix=24)).index(ipaddress.ip_network(cidr))
-    return str(NODE_IP_SPACE.network_address + index + 1)
+    """A node InternalIP derived from its pod CIDR: 127.B.N.0/24 -> 127.B.255.N+1 (unique)."""
+    net = ipaddress.ip_network(cidr)
+    _, octet, index, _ = net.network_address.packed
+    return addresses.node_ip(octet, index)
 
 
 def node_manifest(pool: NodePool, name: str, cidr: str) -> dict[str, Any]:
@@ -161,7 +161,7 @@ class NodePlan:
     delete: list[str]
 
 
-def plan_nodes(pools: Iterable[NodePool], existing: Mapping[str, str]) -> NodePlan:
+def plan_nodes(pools: Iterable[NodePool], existing: Mapping[str, str], octet: int) -> NodePlan:
     """Nodes to create and delete so exactly the pools' nodes exist.
 
     `existing` maps the names of harness-managed nodes already present to their pod CIDRs.
@@ -172,7 +172,7 @@ def plan_nodes(pools: Iterable[NodePool], existing: Mapping[str, str]) -> NodePl
     names = [n for _, n in wanted]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate node names in pools: {names}")
-    cidrs = allocate_cidrs(names, existing)
+    cidrs = allocate_cidrs(names, existing, octet)
     create = [node_manifest(p, n, cidrs[n]) for p, n in wanted if n not in existing]
     delete = sorted(set(existing) - set(names))
     return NodePlan(create=create, delete=delete)

@@ -169,19 +169,26 @@ def terminate_groups(pgids: Sequence[int], *, grace: float) -> list[int]:
 
 
 def kill_marked(name: str, value: str, *, grace: float) -> list[int]:
-    """SIGTERM, then SIGKILL after `grace`, every process carrying the marker. Returns those found."""
+    """SIGTERM, then SIGKILL after `grace`, every process carrying the marker, and wait (up to
+    5 s more) until they are gone, so their sockets are closed. Returns those found."""
     found = pids_with_marker(name, value)
     for pid in found:
         signal_pid(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(alive(p) for p in found):
-        reap(found)
-        time.sleep(0.1)
+    wait_gone(found, grace)
     for pid in found:
         if alive(pid):
             signal_pid(pid, signal.SIGKILL)
-    reap(found)
+    wait_gone(found, 5.0)
     return found
+
+
+def wait_gone(pids: Sequence[int], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        reap(pids)
+        if not any(alive(p) for p in pids) or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
 
 
 def rss_kib(pid: int) -> int | None:
