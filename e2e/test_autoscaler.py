@@ -9,10 +9,7 @@ Prometheus stopped -> fail-static, no actions, recovery when it returns. No clie
 
 from __future__ import annotations
 
-import asyncio
 import json
-import random
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.fleet_load import LoadDriver, PoissonArrivals
 from e2e.harness import wait_until
 from e2e.operator_process import OperatorProcess, install_crds
-from semipd.controller.agents import ready_pod_ips
-from semipd.load import LoadConfig, run_load
-from semipd.sim.traces import TraceRequest
 
 pytestmark = pytest.mark.e2e
 
@@ -56,61 +51,9 @@ MANIFEST = {
 }  # fmt: skip
 
 
-class LoadDriver:
-    """Open-loop Poisson load at an adjustable rate over whatever engine pods are Ready right now."""
-
-    def __init__(self, cluster: Any) -> None:
-        self.cluster = cluster
-        self.rate = 0.0
-        self.results: list[Any] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self._rng = random.Random(7)
-
-    def endpoints(self) -> list[str]:
-        pods = self.cluster.core().list_namespaced_pod(NS, label_selector=f"semipd.io/pool={POOL}").items
-        bodies = [self.cluster.api().sanitize_for_serialization(p) for p in pods if not p.metadata.deletion_timestamp]
-        return [f"http://{ip}:8000" for ip in ready_pod_ips(bodies).values()]
-
-    async def _slice(self, endpoints: list[str], rate: float) -> None:
-        t, schedule = 0.0, []
-        while rate > 0:
-            t += self._rng.expovariate(rate)
-            if t >= SLICE_S:
-                break
-            schedule.append(TraceRequest(t, 1024, 128))
-        if not schedule or not endpoints:
-            return
-        cfg = LoadConfig(
-            endpoints=tuple(endpoints),
-            model="llama-3-8b",
-            router="least-outstanding",
-            concurrency=256,
-            request_timeout_s=120.0,
-            drain_timeout_s=120.0,
-        )
-        res = await run_load(schedule, cfg)
-        self.results.extend(res.results)
-
-    async def _run(self) -> None:
-        tasks: set[asyncio.Task[None]] = set()
-        while not self._stop.is_set():
-            endpoints = await asyncio.to_thread(self.endpoints)
-            task = asyncio.create_task(self._slice(endpoints, self.rate))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            await asyncio.sleep(SLICE_S)
-        await asyncio.gather(*tasks)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=300)
-
-    def failures(self) -> list[str]:
-        return [f"{r.endpoint}: {r.status} {r.error}" for r in self.results if r.status != "ok"]
+def rate(load: LoadDriver, per_second: float) -> None:
+    assert isinstance(load.arrivals, PoissonArrivals)
+    load.arrivals.rate = per_second
 
 
 def pool(cluster: Any) -> dict[str, Any]:
@@ -153,7 +96,7 @@ def fleet(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     op.start()
     cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(MANIFEST))
     wait_until(lambda: condition(pool(cluster), "Ready").get("status") == "True", timeout=120, what="pool Ready")
-    load = LoadDriver(cluster)
+    load = LoadDriver(cluster.core(), NS, POOL, PoissonArrivals(), model="llama-3-8b", slice_s=SLICE_S)
     load.start()
     try:
         yield op, load
@@ -169,7 +112,7 @@ def fleet(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
 
 def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
     _, load = fleet
-    load.rate = 6.0
+    rate(load, 6.0)
     breach = wait_until(
         lambda: (t := observed_ttft(cluster)) is not None and t > 1.0 and time.monotonic(),
         timeout=90,
@@ -194,7 +137,7 @@ def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[Oper
 
 def test_more_load_scales_out_into_the_cheaper_pool(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
     _, load = fleet
-    load.rate = 15.0
+    rate(load, 15.0)
     outs = wait_until(lambda: decisions(cluster, "ScaleOut"), timeout=120, what="a scale-out decision")
     assert outs[0]["nodePool"] == "ascend", outs
     assert float(outs[0]["details"]["costPerCapacity"]) > 0
@@ -207,7 +150,7 @@ def test_a_full_pool_hands_its_demand_to_the_next(cluster: Any, fleet: tuple[Ope
     for node in ascend_nodes(cluster):
         cluster.kubectl("cordon", node)
     h200_before = ready_replicas(cluster)["h200"]
-    load.rate = 25.0
+    rate(load, 20.0)
     fallback = wait_until(lambda: decisions(cluster, "PoolFallback"), timeout=180, what="a pool fallback")
     assert fallback[0]["nodePool"] == "ascend"
     wait_until(lambda: ready_replicas(cluster)["h200"] > h200_before, timeout=120, what="more H200 replicas Ready")
@@ -219,7 +162,7 @@ def test_less_load_scales_in_after_the_window(cluster: Any, fleet: tuple[Operato
     for node in ascend_nodes(cluster):
         cluster.kubectl("uncordon", node)
     before = sum(ready_replicas(cluster).values())
-    load.rate = 1.0
+    rate(load, 1.0)
     started = time.monotonic()
     wait_until(lambda: decisions(cluster, "ScaleIn"), timeout=240, what="a scale-in decision")
     assert time.monotonic() - started >= 40 - INTERVAL, "scale-in came before the stabilization window"

@@ -138,8 +138,7 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
         view.observed = {
             "ttftP99": format_seconds(max(fleet_t)) if fleet_t else None,
             "itlP99": format_seconds(max(fleet_i)) if fleet_i else None,
-            "requestRate": round(rate, 3),
-            "time": _rfc3339(now),
+            "requestRate": round(rate, 2),
         }
     view.next_due = time.monotonic() + to_seconds(spec.autoscaling.interval)
     return view

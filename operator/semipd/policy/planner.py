@@ -437,7 +437,7 @@ def plan(
         new_state,
         True,
         "MetricsFresh",
-        f"observation {obs.age:.0f}s old",
+        f"samples newer than {STALE_INTERVALS:g} evaluation intervals",  # constant: status changes only on change
         met,
         message,
     )
