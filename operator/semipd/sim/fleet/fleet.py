@@ -1,0 +1,511 @@
+"""The discrete-event loop: arrivals from a trace, instance events, pod lifecycle, simulated
+Prometheus scrapes, controller ticks, and the accounting that becomes a RunResult.
+
+One heap of (time, seq, handler, arg); arrivals are merged from the sorted trace instead of being
+pushed. Decode batches are stepped (one event per decode iteration, not per token), and a step's
+tokens are counted in bulk, so cost grows with instance-busy time, not tokens.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time as wallclock
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from semipd.sim.fleet.baselines.colocated import ColocatedInstance
+from semipd.sim.fleet.controller import Controller, SetReplicas, SetSplit
+from semipd.sim.fleet.instance import Instance, SemiPDInstance, State
+from semipd.sim.fleet.metrics import EngineCounters, Histogram, ScrapeSeries, histogram_quantile, sum_counts
+from semipd.sim.fleet.requests import SimRequest
+from semipd.sim.fleet.results import (
+    FINE_ITL_BOUNDS,
+    ActionRecord,
+    RunResult,
+    Sample,
+    fine_quantile,
+    outcome_stats,
+    percentile,
+)
+from semipd.sim.fleet.router import Router
+from semipd.sim.fleet.setup import FleetSetup, PoolSetup
+from semipd.sim.traces import TraceRequest
+
+_TICK_OFFSET = 1e-6
+"""Controller ticks run just after the scrape due at the same instant (the query follows the scrape)."""
+
+
+class _Pool:
+    """Runtime state of one node pool (implements controller.PoolView)."""
+
+    def __init__(self, setup: PoolSetup) -> None:
+        self.setup = setup
+        self.desired = setup.replicas
+        self._members: list[Instance] = []
+        self.draining: list[Instance] = []
+        self.gone: list[Instance] = []
+        self.created = 0
+
+    @property
+    def name(self) -> str:
+        return self.setup.name
+
+    @property
+    def min_replicas(self) -> int:
+        return self.setup.min_replicas
+
+    @property
+    def max_replicas(self) -> int:
+        return self.setup.max_replicas
+
+    @property
+    def role(self) -> str:
+        return self.setup.role
+
+    @property
+    def accelerators_per_replica(self) -> int:
+        return self.setup.accelerators_per_replica
+
+    def members(self) -> Sequence[Instance]:
+        return self._members
+
+    def ready(self) -> list[Instance]:
+        return [i for i in self._members if i.state is State.READY]
+
+    def unschedulable(self) -> tuple[int, float | None]:
+        pending = [i.created for i in self._members if i.state is State.PENDING]
+        return len(pending), (min(pending) if pending else None)
+
+    def holding(self) -> int:
+        """Pods holding accelerators (scheduled and not yet gone)."""
+        return sum(1 for i in self._members if i.state is not State.PENDING) + len(self.draining)
+
+    def room(self) -> int:
+        cap = self.setup.capacity if self.setup.capacity is not None else self.setup.max_replicas
+        return cap - self.holding()
+
+
+class Simulator:
+    """One run of one fleet under one controller (not reusable)."""
+
+    def __init__(self, setup: FleetSetup, controller: Controller | None = None) -> None:
+        self.setup = setup
+        self.controller = controller
+        self.heap: list[tuple[float, int, Callable[[Any, float], None], Any]] = []
+        self._seq = 0
+        self._now = 0.0
+        self._pools: dict[str, _Pool] = {p.name: _Pool(p) for p in setup.pools}
+        self.entry = [p for p in self._pools.values() if p.role in ("serve", "prefill")]
+        self.decoders = [p for p in self._pools.values() if p.role == "decode"]
+        if not self.entry:
+            raise ValueError("the fleet has no pool that takes requests (serve or prefill)")
+        if any(p.role == "prefill" for p in self._pools.values()) and not self.decoders:
+            raise ValueError("a disaggregated fleet needs a decode pool")
+        self.router = Router(setup.router, setup.seed)
+        self._series: dict[str, ScrapeSeries] = {}
+        self.fine_itl = Histogram(FINE_ITL_BOUNDS)
+        self.requests: list[SimRequest] = []
+        self._arrival_times: list[float] = []
+        self._finish_log: list[SimRequest] = []
+        self._finish_times: list[float] = []
+        self.handoffs: deque[tuple[SimRequest, SemiPDInstance]] = deque()
+        self.remaining = 0
+        self.actions: list[ActionRecord] = []
+        self.timeline: list[Sample] = []
+        self._last_sample = 0.0
+        self._sample_index = 0
+        self.events = 0
+
+    # --- scheduling ------------------------------------------------------------------------------
+
+    def at(self, t: float, fn: Callable[[Any, float], None], arg: Any) -> None:
+        heapq.heappush(self.heap, (t, self._seq, fn, arg))
+        self._seq += 1
+
+    # --- FleetView ---------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    @property
+    def scrape_s(self) -> float:
+        return self.setup.scrape_s
+
+    def pools(self) -> Mapping[str, _Pool]:
+        return self._pools
+
+    def series(self, instance: Instance) -> ScrapeSeries:
+        return self._series[instance.name]
+
+    def arrivals_between(self, t0: float, t1: float) -> int:
+        return bisect_right(self._arrival_times, t1) - bisect_right(self._arrival_times, t0)
+
+    def finished_between(self, t0: float, t1: float) -> Sequence[SimRequest]:
+        lo = bisect_right(self._finish_times, t0)
+        hi = bisect_right(self._finish_times, t1)
+        return self._finish_log[lo:hi]
+
+    # --- Host callbacks ----------------------------------------------------------------------------
+
+    def finished(self, r: SimRequest, now: float) -> None:
+        self.remaining -= 1
+        self._finish_log.append(r)
+        self._finish_times.append(now)
+        if self.handoffs:
+            self._flush_handoffs(now)
+
+    def dropped(self, r: SimRequest, now: float, reason: str) -> None:
+        r.rejected = reason
+        self.remaining -= 1
+
+    def handoff(self, r: SimRequest, source: SemiPDInstance, now: float) -> None:
+        self.handoffs.append((r, source))
+        self._flush_handoffs(now)
+
+    def drained(self, inst: Instance, now: float) -> None:
+        pool = self._pools[inst.pool]
+        inst.removed_at = now
+        if inst in pool.draining:
+            pool.draining.remove(inst)
+        pool.gone.append(inst)
+        self._schedule_pending(pool, now)
+
+    def split_done(self, inst: Instance, now: float) -> None:
+        split = inst.split()
+        self.actions.append(ActionRecord(now, self._controller_name, "SplitDone", inst.name, f"{split}"))
+
+    @property
+    def _controller_name(self) -> str:
+        return self.controller.name if self.controller is not None else "none"
+
+    # --- disaggregated handoff ---------------------------------------------------------------------
+
+    def _flush_handoffs(self, now: float) -> None:
+        while self.handoffs:
+            r, source = self.handoffs[0]
+            dest: SemiPDInstance | None = None
+            for pool in self.decoders:
+                for inst in pool.members():
+                    if (
+                        isinstance(inst, SemiPDInstance)
+                        and inst.can_take_decode(r)
+                        and (dest is None or inst.outstanding < dest.outstanding)
+                    ):
+                        dest = inst
+            if dest is None:
+                return  # FIFO: the head waits for decode room, holding its prefill KV
+            self.handoffs.popleft()
+            dest.reserve_decode(r)
+            seconds = r.input * source.model.kv_bytes_per_token() / (self.setup.kv_link_gbs * 1e9)
+            self.at(now + seconds, self._transfer_done, (r, source, dest))
+
+    def _transfer_done(self, arg: tuple[SimRequest, SemiPDInstance, SemiPDInstance], now: float) -> None:
+        r, source, dest = arg
+        source.release_handoff(r, now)
+        dest.transfer_arrived(r, now)
+
+    # --- pods ------------------------------------------------------------------------------------
+
+    def _create(self, pool: _Pool, now: float, warm: bool = False) -> Instance:
+        s = pool.setup
+        name = f"{s.name}-{pool.created}"
+        pool.created += 1
+        counters = EngineCounters(s.metrics.ttft_buckets, s.metrics.itl_buckets, self.fine_itl)
+        cfg = s.instance
+        if self.setup.prefix_cache and cfg.prefix_cache_blocks is None and s.kind != "decode":
+            blocks = int(s.model.kv_capacity_tokens() * self.setup.prefix_cache_fraction) // 512
+            cfg = replace(cfg, prefix_cache_blocks=max(1, blocks))
+        inst: Instance
+        if s.kind == "colocated":
+            inst = ColocatedInstance(name, s.name, s.model, cfg, self, counters, now)
+        else:
+            inst = SemiPDInstance(name, s.name, s.model, cfg, self, counters, now, role=s.role)
+        self._series[name] = ScrapeSeries(self.setup.keep_s)
+        pool._members.append(inst)
+        if pool.room() > 0:
+            self._schedule(inst, now, warm)
+        return inst
+
+    def _schedule(self, inst: Instance, now: float, warm: bool) -> None:
+        pool = self._pools[inst.pool]
+        inst.state = State.STARTING
+        inst.scheduled_at = now
+        if warm:
+            self._pod_ready(inst, now)
+        else:
+            self.at(now + pool.setup.startup_s, self._pod_ready, inst)
+
+    def _schedule_pending(self, pool: _Pool, now: float) -> None:
+        for inst in list(pool.members()):
+            if pool.room() <= 0:
+                return
+            if inst.state is State.PENDING:
+                self._schedule(inst, now, False)
+
+    def _pod_ready(self, inst: Instance, now: float) -> None:
+        if inst.state is not State.STARTING:
+            return
+        inst.become_ready(now)
+        if inst.role == "decode" and self.handoffs:
+            self._flush_handoffs(now)
+
+    def set_replicas(self, pool: _Pool, n: int, now: float) -> int:
+        n = max(pool.min_replicas, min(pool.max_replicas, n))
+        pool.desired = n
+        members = pool._members
+        if n > len(members):
+            for _ in range(n - len(members)):
+                self._create(pool, now)
+        elif n < len(members):
+            # Kubernetes' ReplicaSet order: unscheduled first, then not ready, then the newest ready.
+            def rank(i: Instance) -> tuple[int, float]:
+                order = {State.PENDING: 0, State.STARTING: 1}.get(i.state, 2)
+                return order, -(i.ready_at if not math.isnan(i.ready_at) else i.created)
+
+            for victim in sorted(members, key=rank)[: len(members) - n]:
+                self._remove(pool, victim, now)
+        return n
+
+    def _remove(self, pool: _Pool, inst: Instance, now: float) -> None:
+        pool._members.remove(inst)
+        if inst.state is State.PENDING:
+            inst.state = State.GONE
+            return
+        if inst.state is State.STARTING:
+            inst.state = State.GONE
+            inst.removed_at = now
+            pool.gone.append(inst)
+            self._schedule_pending(pool, now)
+            return
+        pool.draining.append(inst)
+        inst.drain(now)
+
+    # --- arrivals ----------------------------------------------------------------------------------
+
+    def _arrive(self, r: SimRequest, now: float) -> None:
+        candidates = [i for p in self.entry for i in p._members if i.state is State.READY]
+        if not candidates:
+            self.dropped(r, now, "no-replica")
+            return
+        why = ""
+        admissible = []
+        for inst in candidates:
+            reason = inst.admissible(r)
+            if reason:
+                why = why or reason
+            else:
+                admissible.append(inst)
+        if not admissible:
+            self.dropped(r, now, why)
+            return
+        self.router.pick(r, admissible).submit(r, now)
+
+    # --- periodic ----------------------------------------------------------------------------------
+
+    def _scrape(self, _: None, now: float) -> None:
+        for pool in self._pools.values():
+            for inst in (*pool._members, *pool.draining):
+                if inst.state in (State.READY, State.DRAINING):
+                    self._series[inst.name].scrape(now, inst.counters.snapshot(), inst.gauges())
+        self.at(now + self.setup.scrape_s, self._scrape, None)
+
+    def _tick(self, _: None, now: float) -> None:
+        assert self.controller is not None
+        for action in self.controller.control(self):
+            self._apply(action, now)
+        self.at(now + self.controller.interval_s, self._tick, None)
+
+    def _apply(self, action: SetSplit | SetReplicas, now: float) -> None:
+        name = self._controller_name
+        if isinstance(action, SetReplicas):
+            pool = self._pools.get(action.pool)
+            if pool is None:
+                self.actions.append(ActionRecord(now, name, "SetReplicas", action.pool, str(action.replicas),
+                                                 action.reason, "no such pool"))  # fmt: skip
+                return
+            before = pool.desired
+            applied = self.set_replicas(pool, action.replicas, now)
+            if applied != before:
+                self.actions.append(
+                    ActionRecord(now, name, "SetReplicas", pool.name, f"{before}->{applied}", action.reason)
+                )
+            return
+        inst = next((i for p in self._pools.values() for i in p._members if i.name == action.instance), None)
+        value = f"{action.prefill_percent}/{action.decode_percent}"
+        if inst is None:
+            self.actions.append(
+                ActionRecord(now, name, "SetSplit", action.instance, value, action.reason, "no such pod")
+            )
+            return
+        error = inst.request_split(action.prefill_percent, action.decode_percent, now)
+        self.actions.append(ActionRecord(now, name, "SetSplit", inst.name, value, action.reason, error or ""))
+
+    def _sample(self, _: None, now: float) -> None:
+        period = now - self._last_sample
+        done = self._finish_log[self._sample_index :]
+        self._sample_index = len(self._finish_log)
+        slo_t, slo_i = self.setup.ttft_slo_s, self.setup.itl_slo_s
+        served = [r for r in done if not r.rejected]
+        ttfts = [r.ttft for r in served]
+        tpots = [r.tpot for r in served if r.output > 1]
+        window = max(60.0, self.setup.scrape_s * 4)
+        itl_prom: float | None = None
+        replicas = {}
+        splits: dict[str, tuple[int, int]] = {}
+        accelerators = 0
+        for pool in self._pools.values():
+            ready = pool.ready()
+            replicas[pool.name] = (pool.desired, len(pool.members()), len(ready))
+            accelerators += pool.holding() * pool.accelerators_per_replica
+            itl_parts = []
+            for inst in ready:
+                sp = inst.split()
+                if sp is not None:
+                    splits[inst.name] = sp
+                delta = self._series[inst.name].window(now, window)
+                if delta is not None:
+                    itl_parts.append(delta.itl)
+            if itl_parts:
+                q = histogram_quantile(0.99, pool.setup.metrics.itl_buckets, sum_counts(itl_parts))
+                if not math.isnan(q):
+                    itl_prom = q if itl_prom is None else max(itl_prom, q)
+        arrivals = self.arrivals_between(self._last_sample, now)
+        self.timeline.append(
+            Sample(
+                now,
+                arrivals / period if period > 0 else 0.0,
+                len(served),
+                (sum(1 for r in served if r.attains(slo_t, slo_i)) / len(served)) if served else None,
+                percentile(ttfts, 0.99) if ttfts else None,
+                percentile(tpots, 0.99) if tpots else None,
+                percentile(ttfts, 0.5) if ttfts else None,
+                itl_prom,
+                replicas,
+                splits,
+                accelerators,
+            )
+        )
+        self._last_sample = now
+        self.at(now + self.setup.sample_s, self._sample, None)
+
+    # --- run ---------------------------------------------------------------------------------------
+
+    def run(self, trace: Sequence[TraceRequest], name: str | None = None) -> RunResult:
+        started = wallclock.perf_counter()
+        reqs = [SimRequest(i, t) for i, t in enumerate(trace)]
+        if any(b.arrival < a.arrival for a, b in itertools.pairwise(reqs)):
+            reqs.sort(key=lambda r: r.arrival)
+        self.requests = reqs
+        self._arrival_times = [r.arrival for r in reqs]
+        self.remaining = len(reqs)
+        for pool in self._pools.values():
+            for _ in range(pool.setup.replicas):
+                self._create(pool, 0.0, warm=True)
+        self.at(0.0, self._scrape, None)
+        self.at(self.setup.sample_s + 2 * _TICK_OFFSET, self._sample, None)
+        if self.controller is not None:
+            self.at(self.controller.interval_s + _TICK_OFFSET, self._tick, None)
+        last_arrival = reqs[-1].arrival if reqs else 0.0
+        horizon = last_arrival + self.setup.drain_limit_s
+        heap = self.heap
+        pop = heapq.heappop
+        i, n = 0, len(reqs)
+        next_arrival = reqs[0].arrival if reqs else math.inf
+        events = 0
+        now = 0.0
+        while True:
+            if heap and heap[0][0] <= next_arrival:
+                now, _, fn, arg = pop(heap)
+                if now > horizon:
+                    break
+                self._now = now
+                fn(arg, now)
+            elif i < n:
+                r = reqs[i]
+                i += 1
+                now = r.arrival
+                self._now = now
+                self._arrive(r, now)
+                next_arrival = reqs[i].arrival if i < n else math.inf
+            else:
+                break
+            events += 1
+            if i >= n and self.remaining <= 0:
+                break
+        self._now = now
+        for r in reqs:
+            if not r.done and not r.rejected:
+                r.rejected = "unfinished"
+        self.events = events
+        return self._result(name or self._controller_name, now, last_arrival, wallclock.perf_counter() - started)
+
+    def _result(self, name: str, end: float, last_arrival: float, wall: float) -> RunResult:
+        slo_t, slo_i = self.setup.ttft_slo_s, self.setup.itl_slo_s
+        stats = outcome_stats(self.requests, slo_t, slo_i)
+        hours = 0.0
+        cost = 0.0
+        pools: dict[str, Any] = {}
+        for pool in self._pools.values():
+            s = pool.setup
+            replica_s = 0.0
+            for inst in (*pool._members, *pool.draining, *pool.gone):
+                if math.isnan(inst.scheduled_at):
+                    continue
+                stop = inst.removed_at if not math.isnan(inst.removed_at) else end
+                replica_s += max(0.0, stop - inst.scheduled_at)
+            peak = max((smp.replicas[pool.name][1] for smp in self.timeline), default=s.replicas)
+            acc_h = replica_s * s.accelerators_per_replica / 3600.0
+            pools[pool.name] = {
+                "kind": s.kind,
+                "hardware": s.model.hardware.name,
+                "model": s.model.model.name,
+                "accelerators_per_replica": s.accelerators_per_replica,
+                "replica_hours": replica_s / 3600.0,
+                "accelerator_hours": acc_h,
+                "peak_replicas": peak,
+            }
+            hours += acc_h
+            cost += replica_s / 3600.0 * s.cost_per_hour
+        for note in self.controller.notes() if self.controller is not None else ():
+            target = note.pod or note.pool or "-"
+            self.actions.append(ActionRecord(note.time, name, note.action, target, note.message, note.reason))
+        self.actions.sort(key=lambda a: a.time)
+        return RunResult(
+            name=name,
+            ttft_slo_s=slo_t,
+            itl_slo_s=slo_i,
+            arrivals=stats["arrivals"],
+            finished=stats["finished"],
+            rejected=stats["rejected"],
+            attainment=stats["attainment"],
+            ttft_attainment=stats["ttft_attainment"],
+            tpot_attainment=stats["tpot_attainment"],
+            ttft_p50=stats["ttft_p50"],
+            ttft_p99=stats["ttft_p99"],
+            tpot_p50=stats["tpot_p50"],
+            tpot_p99=stats["tpot_p99"],
+            itl_p99=fine_quantile(self.fine_itl.counts, 0.99),
+            e2e_p50=stats["e2e_p50"],
+            accelerator_hours=hours,
+            cost=cost,
+            duration_s=end,
+            last_arrival_s=last_arrival,
+            wall_s=wall,
+            events=self.events,
+            actions=self.actions,
+            timeline=self.timeline,
+            pools=pools,
+        )
+
+
+def simulate(
+    setup: FleetSetup, trace: Sequence[TraceRequest], controller: Controller | None = None, name: str | None = None
+) -> RunResult:
+    """Replay `trace` through the fleet under `controller` (None: nothing changes)."""
+    return Simulator(setup, controller).run(trace, name)

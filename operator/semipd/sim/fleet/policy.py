@@ -1,0 +1,61 @@
+"""Ours: the shipped SLO autoscaler (`semipd.policy.planner.plan`) in the simulator's loop.
+
+Every `spec.autoscaling.interval` it builds the Observation the operator would build from
+Prometheus (observe.py), calls plan() with the pool contexts the operator uses
+(controller.autoscale.pool_contexts), keeps the returned ControllerState, and hands back the
+split changes and replica counts. Nothing of the policy is re-implemented here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from semipd.api.durations import to_seconds
+from semipd.api.v1alpha1 import InferencePoolSpec
+from semipd.controller.autoscale import pool_contexts
+from semipd.policy.planner import PoolContext, plan
+from semipd.policy.state import ControllerState
+from semipd.sim.fleet.controller import Action, FleetView, Note, SetReplicas, SetSplit
+from semipd.sim.fleet.observe import observe
+
+
+class PolicyController:
+    def __init__(self, spec: InferencePoolSpec, name: str = "semipd-policy") -> None:
+        self.spec = spec
+        self._name = name
+        self._interval = to_seconds(spec.autoscaling.interval)
+        self.contexts: dict[str, PoolContext] = pool_contexts(spec)
+        self.state = ControllerState()
+        self._notes: list[Note] = []
+        self.plans = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def interval_s(self) -> float:
+        return self._interval
+
+    def control(self, view: FleetView) -> Sequence[Action]:
+        obs = observe(view, self.spec)
+        pools = view.pools()
+        current = {np.name: pools[np.name].desired for np in self.spec.node_pools}
+        result = plan(self.spec, obs, self.state, current, self.contexts)
+        self.plans += 1
+        self.state = result.state
+        for d in result.decisions:
+            details = ", ".join(f"{k}={v}" for k, v in d.details.items())
+            self._notes.append(
+                Note(d.time, d.action, d.reason, d.node_pool, d.pod, f"{d.message} [{details}]", dict(d.details))
+            )
+        actions: list[Action] = [
+            SetSplit(c.pod, c.prefill_percent, c.decode_percent, "plan") for c in result.splits
+        ]
+        for name, n in result.replicas.items():
+            if n != current.get(name):
+                actions.append(SetReplicas(name, n, "plan"))
+        return actions
+
+    def notes(self) -> Sequence[Note]:
+        return self._notes
