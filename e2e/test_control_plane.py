@@ -457,7 +457,7 @@ def _local_pod(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any
             "spec": spec}
 
 
-def test_sidecar_graceful_termination_and_liveness_restart(cluster: Cluster, namespace: str) -> None:
+def test_sidecar_graceful_termination_startup_and_liveness_probes(cluster: Cluster, namespace: str) -> None:
     core = cluster.core()
     graceful = _local_pod("graceful", namespace, {
         "terminationGracePeriodSeconds": 20,
@@ -473,11 +473,18 @@ def test_sidecar_graceful_termination_and_liveness_restart(cluster: Cluster, nam
         "containers": [{"name": "main", "image": "local",
                         "command": ["sh", "-c", "trap '' TERM; echo up; exec sleep 3600"]}],
     })
+    # Starts listening after ~2 s; the startup probe holds readiness and liveness off until then.
+    slow = _local_pod("slow-start", namespace, {"containers": [{
+        "name": "main", "image": "local",
+        "command": ["sh", "-c", "sleep 2; exec python3 -m http.server --bind $POD_IP 8080"],
+        "startupProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 30},
+        "livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 1},
+        "readinessProbe": {"httpGet": {"port": 8080, "path": "/"}, "periodSeconds": 1}}]})
     unhealthy = _local_pod("unhealthy", namespace, {
         "containers": [{"name": "main", "image": "local", "command": ["sleep", "3600"],
                         "livenessProbe": {"tcpSocket": {"port": 9999}, "periodSeconds": 1, "failureThreshold": 2}}],
     })
-    cluster.apply(graceful, stubborn, unhealthy)
+    cluster.apply(graceful, stubborn, slow, unhealthy)
     for name in ("graceful", "stubborn", "unhealthy"):
         wait_until(lambda n=name: core.read_namespaced_pod(n, namespace).status.phase == "Running", timeout=30,
                    what=f"{name} Running")
@@ -508,6 +515,11 @@ def test_sidecar_graceful_termination_and_liveness_restart(cluster: Cluster, nam
     wait_until(restarted, timeout=30, what="liveness failure to restart the container")
     assert "Unhealthy" in {e.reason for e in cluster.events(namespace, "unhealthy")}
 
+    started = wait_until(lambda: _ready_pod(core, namespace, "slow-start"), timeout=30, what="slow-start Ready")
+    status = started.status.container_statuses[0]
+    assert status.started is True
+    assert status.restart_count == 0  # liveness (failureThreshold 1) did not fire during the slow start
+
 
 def test_missing_secret_blocks_the_container_until_it_exists(cluster: Cluster, namespace: str) -> None:
     core = cluster.core()
@@ -526,3 +538,9 @@ def test_missing_secret_blocks_the_container_until_it_exists(cluster: Cluster, n
     cluster.wait_pods(namespace, "", 1, timeout=60)
     wait_until(lambda: cluster.pod_log(namespace, "needs-secret").strip() == "token=s3cret", timeout=15,
                what="container started with the secret's value")
+
+
+def _ready_pod(core: Any, namespace: str, name: str) -> Any:
+    pod = core.read_namespaced_pod(name, namespace)
+    conds = {c.type: c.status for c in (pod.status.conditions or [])}
+    return pod if conds.get("Ready") == "True" else None

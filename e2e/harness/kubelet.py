@@ -274,6 +274,7 @@ class ContainerRunner:
         """Set when the container is being stopped for good (its pod finished): no restart."""
         self.ever_started = False
         self.env: dict[str, str] = {}
+        self.startup: Probe | None = None
         self.readiness: Probe | None = None
         self.liveness: Probe | None = None
         self.probe_due: dict[str, float] = {}
@@ -299,6 +300,7 @@ class ContainerRunner:
             argv = podspec.command_line(self.spec, env)
             mounts = podspec.mounts(self.spec, self.w.volume_dirs, env)
             pod_ip = pod["status"]["podIP"]
+            self.startup = podspec.probe(self.spec, "startupProbe", pod_ip)
             self.readiness = podspec.probe(self.spec, "readinessProbe", pod_ip)
             self.liveness = podspec.probe(self.spec, "livenessProbe", pod_ip)
         except PodConfigError as exc:
@@ -331,9 +333,12 @@ class ContainerRunner:
         self.started_mono = now
         self.started_at = now_iso()
         self.state.state = {"running": {"startedAt": self.started_at}}
-        self.state.started = True
-        self.state.ready = self.readiness is None
-        self.probe_due = {k: now + p.initial_delay for k, p in (("readiness", self.readiness),
+        # With a startupProbe the container counts as started (and may become ready, and is
+        # liveness-checked) only once that probe succeeded.
+        self.state.started = self.startup is None
+        self.state.ready = self.readiness is None and self.startup is None
+        self.probe_due = {k: now + p.initial_delay for k, p in (("startup", self.startup),
+                                                                ("readiness", self.readiness),
                                                                 ("liveness", self.liveness)) if p}
         self.probe_ok, self.probe_fail = {}, {}
         kubelet.event(pod, "Normal", "Started", f"Started container {self.name} (pid {self.proc.pid})", self.name)
@@ -372,6 +377,9 @@ class ContainerRunner:
                              f"Container {self.name} exited with code {code}; restarting in {delay:g}s", self.name)
 
     def _probe(self, now: float) -> None:
+        if self.startup is not None and not self.state.started:
+            self._startup_probe(now, self.startup)
+            return
         for which, probe in (("readiness", self.readiness), ("liveness", self.liveness)):
             if probe is None or now < self.probe_due.get(which, 0):
                 continue
@@ -393,6 +401,22 @@ class ContainerRunner:
                                      f"Liveness probe failed {probe.failure_threshold} times; restarting",
                                      self.name)
                 self.stop(self.w.grace_seconds())
+
+    def _startup_probe(self, now: float, probe: Probe) -> None:
+        if now < self.probe_due.get("startup", 0):
+            return
+        self.probe_due["startup"] = now + probe.period
+        if self._run_probe(probe):
+            self.state.started = True
+            self.state.ready = self.readiness is None
+            for which in ("readiness", "liveness"):
+                self.probe_due[which] = now
+            return
+        self.probe_fail["startup"] = self.probe_fail.get("startup", 0) + 1
+        if self.probe_fail["startup"] >= probe.failure_threshold and self.proc is not None:
+            self.w.kubelet.event(self.w.pod, "Warning", "Unhealthy",
+                                 f"Startup probe failed {probe.failure_threshold} times; restarting", self.name)
+            self.stop(self.w.grace_seconds())
 
     def _run_probe(self, probe: Probe) -> bool:
         try:
