@@ -53,10 +53,21 @@ cluster-up: $(STAMP) deps binaries
 cluster-down: $(STAMP)
 	$(BIN)/python -m e2e.harness down
 
-demo: $(STAMP)
-	@echo "make demo: the live demo (helm install, trace replay, live table, report) is not available yet;"
-	@echo "it lands with the 'Ship it' issue. Today: 'make cluster-up' and 'kubectl apply -f examples/'."
-	@exit 1
+DEMO_STAMP := $(VENV)/.installed-bench
+
+$(DEMO_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	@touch $(DEMO_STAMP)
+
+# DEMO_ARGS=--keep leaves the pool, the operator and the control plane running.
+demo: $(DEMO_STAMP) deps binaries
+	$(BIN)/python -m e2e.demo $(DEMO_ARGS)
+
+bench: $(DEMO_STAMP)
+	$(BIN)/python bench/bench_agent.py
+	$(BIN)/python bench/bench_experts.py
+	$(BIN)/python bench/load_generator.py
+	$(BIN)/python bench/latency_model.py
 
 clean:
 	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache
