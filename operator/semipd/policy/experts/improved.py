@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from semipd.policy.experts.eplb import balanced_packing
+from semipd.policy.experts.eplb import rebalance_experts
 from semipd.policy.experts.layout import FloatArray, IntArray, Placement, Topology, Weight, as_weight, tables
+from semipd.policy.experts.metrics import device_loads
 
 BoolArray = np.ndarray[tuple[int, ...], np.dtype[np.bool_]]
 GainRule = Callable[[FloatArray, FloatArray], FloatArray]
@@ -43,9 +44,26 @@ COUNT_EVERY = 1000
 CANDIDATE_BUDGET = 32_768
 """Slot-rows (rows x slots x candidates) packed and searched per call: 1 candidate at 61 x 320."""
 MAX_CANDIDATES = 64
+FORECAST_POOL = 7
+"""Count vectors forecast per row even when only one is searched."""
 NOISE_SPREADS = (0.1, 0.3, 0.6, 1.0)
-THETAS = np.array([0.6, 0.7, 0.8, 0.9])
-"""Largest piece, as a fraction of the mean device load, for the capped replica-count rule."""
+RULE_ORDER: tuple[tuple[str, float], ...] = (
+    ("peak", 0.0),
+    ("marginal", 0.0),
+    ("capped", 0.6),
+    ("capped", 0.7),
+    ("frozen", 0.7),
+    ("frozen", 0.8),
+    ("frozen", 0.9),
+    ("capped", 0.5),
+    ("capped", 0.8),
+    ("capped", 0.9),
+    ("capped", 1.0),
+    ("frozen", 0.5),
+    ("frozen", 0.6),
+    ("frozen", 1.0),
+)
+"""Replica-count rules and their theta (largest piece over the mean device load), most useful first."""
 _REL_TOL = 1e-9
 
 
@@ -89,13 +107,17 @@ def replica_counts(w: FloatArray, num_slots: int, cap: int, rule: GainRule) -> F
     return counts
 
 
-def capped_counts(w: FloatArray, num_slots: int, cap: int, num_devices: int, thetas: FloatArray) -> FloatArray:
-    """Replica counts [thetas * rows, experts]: enough replicas that no piece exceeds theta x the mean
-    device load, then the remaining slots by marginal gain. A row whose floor needs more slots than
-    it has takes the peak rule instead.
+def capped_counts(
+    w: FloatArray, num_slots: int, cap: int, num_devices: int, thetas: FloatArray, *, frozen: bool = False
+) -> FloatArray:
+    """Replica counts [thetas * rows, experts]: just enough replicas that no piece exceeds theta x the
+    mean device load, then the remaining slots by marginal gain -- or, when `frozen`, by the peak
+    rule among the experts that needed no extra replica. A row whose floor needs more slots than it
+    has takes the peak rule instead.
 
-    Big pieces (theta of a device) leave room only for small ones, and the slots the peak rule would
-    spend making every hot piece a little smaller go to splitting medium experts into fillers.
+    A big piece leaves room only for small ones beside it. The peak rule spends every spare slot on
+    making the hot pieces a little smaller; these rules keep at most about one big piece per device
+    and split medium experts into fillers instead.
     """
     rows = w.shape[0]
     mean = w.sum(axis=1, keepdims=True) / num_devices
@@ -107,14 +129,22 @@ def capped_counts(w: FloatArray, num_slots: int, cap: int, num_devices: int, the
     over = left < 0
     counts[over] = np.tile(replica_counts(w, num_slots, cap, _peak_rule), (thetas.size, 1))[over]
     left[over] = 0
-    score = np.where(counts < cap, _marginal_rule(big, counts), -np.inf)
+    limits = np.full_like(counts, float(cap))
+    rule = _marginal_rule
+    if frozen:
+        rule = _peak_rule
+        limits = np.where(counts >= 2, counts, limits)
+        # Rows where the frozen experts leave too little room grow them after all.
+        short = limits.sum(axis=1) - counts.sum(axis=1) < left
+        limits[short] = cap
+    score = np.where(counts < limits, rule(big, counts), -np.inf)
     row = np.arange(counts.shape[0])
     for _ in range(int(left.max(initial=0))):
         live = row[left > 0]
         j = np.argmax(score[live], axis=1)
         c = counts[live, j] + 1.0
         counts[live, j] = c
-        score[live, j] = np.where(c < cap, _marginal_rule(big[live, j], c), -np.inf)
+        score[live, j] = np.where(c < limits[live, j], rule(big[live, j], c), -np.inf)
         left[live] -= 1
     return counts
 
@@ -408,7 +438,7 @@ def _search(st: _State) -> None:
     rows_all = st.loads.shape[0]
     if m < 2:
         return
-    q = min(SOURCES, m - 1)
+    q = min(SOURCES, max(1, m // 4))
     active = np.arange(rows_all)
     for step in range(MAX_STEPS):
         if active.size == 0:
@@ -492,37 +522,43 @@ def _slot_kinds(st: _State) -> IntArray:
 
 
 def _count_candidates(w: FloatArray, num_devices: int, per_device: int) -> FloatArray:
-    """Candidate replica counts [candidates, rows, experts] to pack and search, best forecast first.
+    """Candidate replica counts [candidates, rows, experts] to pack and search.
 
-    The peak rule, the marginal rule and the capped rule at several thetas are forecast with
-    rounds_peak; each row keeps its best few, as many as CANDIDATE_BUDGET allows (one at 61 x 320).
-    Small problems can afford more than there are rules: they add noisy variants (loads scaled by a
-    fixed pseudo-random factor per expert), which explore count vectors near the rules'.
+    The rules come in order of how often they win on skewed loads (RULE_ORDER), then noisy variants
+    of the peak and marginal rules (loads scaled by a fixed pseudo-random factor per expert), which
+    explore count vectors near the rules'. A call packs and searches as many candidates per row as
+    CANDIDATE_BUDGET allows (one at 61 x 320); of the at least FORECAST_POOL it computes, each row
+    keeps those with the best rounds_peak forecast.
     """
     rows, experts = w.shape
     num_slots = num_devices * per_device
     cap = num_devices
     keep = max(1, min(MAX_CANDIDATES, CANDIDATE_BUDGET // (rows * num_slots)))
-    base = [
-        replica_counts(w, num_slots, cap, _peak_rule)[None],
-        capped_counts(w, num_slots, cap, num_devices, THETAS).reshape(THETAS.size, rows, experts),
-        replica_counts(w, num_slots, cap, _marginal_rule)[None],
-    ]
-    cands = np.concatenate(base)
+    pool = max(keep, FORECAST_POOL)
+    chosen_rules = RULE_ORDER[:pool]
+    cands: dict[tuple[str, float], FloatArray] = {}
+    for kind, rule in (("peak", _peak_rule), ("marginal", _marginal_rule)):
+        if (kind, 0.0) in chosen_rules:
+            cands[kind, 0.0] = replica_counts(w, num_slots, cap, rule)
+    for kind in ("capped", "frozen"):
+        thetas = np.array([t for k, t in chosen_rules if k == kind])
+        if thetas.size:
+            batch = capped_counts(w, num_slots, cap, num_devices, thetas, frozen=kind == "frozen")
+            cands.update(zip(((kind, t) for t in thetas), batch.reshape(thetas.size, rows, experts), strict=True))
+    ordered = [cands[r] for r in chosen_rules]
     rng = np.random.default_rng(0)
-    extra = []
-    for k in range(max(0, keep - cands.shape[0])):
+    for k in range(pool - len(ordered)):
         spread = NOISE_SPREADS[k % len(NOISE_SPREADS)]
         noisy = w * np.exp(rng.uniform(-spread, spread, size=w.shape))
-        rule = _peak_rule if k % 2 == 0 else _marginal_rule
-        extra.append(replica_counts(noisy, num_slots, cap, rule)[None])
-    cands = np.concatenate([cands, *extra])
-    if keep >= cands.shape[0]:
-        return cands
-    n = cands.shape[0]
-    forecast = rounds_peak(np.tile(w, (n, 1)), cands.reshape(-1, experts), num_devices, per_device).reshape(n, rows)
+        ordered.append(replica_counts(noisy, num_slots, cap, _marginal_rule if k % 2 else _peak_rule))
+    pooled = np.stack(ordered)
+    if keep >= pooled.shape[0]:
+        return pooled
+    n = pooled.shape[0]
+    forecast = rounds_peak(np.tile(w, (n, 1)), pooled.reshape(-1, experts), num_devices, per_device).reshape(n, rows)
     best = np.argsort(forecast, axis=0, kind="stable")[:keep]  # [keep, rows]
-    return cands[best, np.arange(rows)]
+    chosen: FloatArray = pooled[best, np.arange(rows)]
+    return chosen
 
 
 def place_flat(w: FloatArray, num_devices: int, per_device: int) -> IntArray:
@@ -542,42 +578,58 @@ def place_flat(w: FloatArray, num_devices: int, per_device: int) -> IntArray:
     return best
 
 
-def _group_nodes(w: FloatArray, num_groups: int, num_nodes: int) -> IntArray:
-    """Groups per node [layers, groups] node-major: EPLB's packing of group loads onto nodes."""
-    layers, experts = w.shape
-    group_load = w.reshape(layers, num_groups, experts // num_groups).sum(axis=2)
-    per_node = num_groups // num_nodes
-    pack, rank = balanced_packing(group_load, num_nodes)
-    kinds = np.empty((layers, num_groups), dtype=np.int64)
-    np.put_along_axis(
-        kinds, pack * per_node + rank, np.broadcast_to(np.arange(num_groups), (layers, num_groups)), axis=1
-    )
-    return kinds
+def has_duplicates(phy2log: IntArray, num_devices: int) -> BoolArray:
+    """Per row: some device holds two replicas of one expert (slots device-major, equal per device)."""
+    per_device = np.sort(phy2log.reshape(phy2log.shape[0], num_devices, -1), axis=2)
+    dup: BoolArray = (per_device[:, :, 1:] == per_device[:, :, :-1]).any(axis=(1, 2))
+    return dup
 
 
 def rebalance_experts_improved(
-    weight: Weight, num_replicas: int, num_groups: int, num_nodes: int, num_gpus: int
+    weight: Weight, num_replicas: int, num_groups: int, num_nodes: int, num_gpus: int, *, anti_affinity: bool = True
 ) -> Placement:
-    """Drop-in for eplb.rebalance_experts (same policy switch and layout), with anti-affinity."""
+    """Drop-in for eplb.rebalance_experts (same policy switch and layout), never worse than it.
+
+    It keeps EPLB's grouping of experts onto nodes (hierarchical policy) and re-places each node of
+    each layer. A node keeps EPLB's own slots where those are lighter on its busiest device and
+    allowed: always without anti_affinity; with it, only where EPLB's slots there happen to be
+    anti-affine. (EPLB sometimes gains by stacking two copies on one device, which anti-affinity
+    forbids; see docs/placement.md.) Raises ValueError when anti-affinity cannot be met: more slots
+    per node than its experts times its devices.
+    """
     w = as_weight(weight)
     layers, experts = w.shape
     topology = Topology(num_replicas, num_groups, num_nodes, num_gpus)
     topology.check(experts)
+    baseline = rebalance_experts(w, num_replicas, num_groups, num_nodes, num_gpus)
     if not topology.hierarchical:
-        num_groups = num_nodes = 1
-    per_device = num_replicas // num_gpus
+        num_nodes = 1
     devices_per_node = num_gpus // num_nodes
     experts_per_node = experts // num_nodes
-    if num_replicas // num_nodes > experts_per_node * devices_per_node:
+    slots_per_node = num_replicas // num_nodes
+    if slots_per_node > experts_per_node * devices_per_node:
+        if not anti_affinity:
+            return baseline
         raise ValueError(
             f"anti-affinity allows at most {experts_per_node * devices_per_node} slots per node "
-            f"({experts_per_node} experts x {devices_per_node} devices), got {num_replicas // num_nodes}"
+            f"({experts_per_node} experts x {devices_per_node} devices), got {slots_per_node}"
         )
-    group_size = experts // num_groups
-    node_groups = _group_nodes(w, num_groups, num_nodes)
-    # Logical ids of each node's experts: [L, nodes, experts per node].
-    node_experts = (node_groups[:, :, None] * group_size + np.arange(group_size)).reshape(layers, num_nodes, -1)
-    node_w = np.take_along_axis(w, node_experts.reshape(layers, -1), axis=1).reshape(-1, experts_per_node)
-    local = place_flat(node_w, devices_per_node, per_device)
-    phy2log = np.take_along_axis(node_experts.reshape(-1, experts_per_node), local, axis=1).reshape(layers, -1)
+    # Rows are (layer, node); EPLB's node of each logical expert is read off its own map.
+    theirs = baseline.phy2log.reshape(layers * num_nodes, slots_per_node)
+    node_experts = np.sort(theirs, axis=1)
+    keep = np.ones_like(node_experts, dtype=bool)
+    keep[:, 1:] = node_experts[:, 1:] != node_experts[:, :-1]
+    node_experts = node_experts[keep].reshape(layers * num_nodes, experts_per_node)
+    node_w = np.take_along_axis(np.repeat(w, num_nodes, axis=0), node_experts, axis=1)
+    local = place_flat(node_w, devices_per_node, num_replicas // num_gpus)
+    ours = np.take_along_axis(node_experts, local, axis=1)
+    # EPLB's slots in the same node-local ids (node_experts rows are sorted; offset rows apart).
+    offset = (np.arange(theirs.shape[0]) * experts)[:, None]
+    found = np.searchsorted((node_experts + offset).ravel(), (theirs + offset).ravel())
+    theirs_local = found.reshape(theirs.shape) - offset // experts * experts_per_node
+    ours_peak = device_loads(node_w, local, devices_per_node).max(axis=1)
+    theirs_peak = device_loads(node_w, theirs_local, devices_per_node).max(axis=1)
+    allowed = ~has_duplicates(theirs, devices_per_node) if anti_affinity else np.ones(theirs.shape[0], dtype=bool)
+    use_theirs = allowed & (theirs_peak < ours_peak * (1.0 - _REL_TOL))
+    phy2log = np.where(use_theirs[:, None], theirs, ours).reshape(layers, num_replicas)
     return tables(phy2log, experts)
