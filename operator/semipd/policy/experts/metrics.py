@@ -71,3 +71,27 @@ def sglang_balancedness(loads: FloatArray) -> float:
 def max_load_sum(loads: FloatArray) -> float:
     """Sum over layers of the busiest device's load: a layer ends when its slowest rank ends."""
     return float(loads.max(axis=1).sum())
+
+
+@dataclass(frozen=True)
+class PlacementQuality:
+    """What status and the benchmark report about one placement of one pool."""
+
+    worst_max_over_mean: float
+    """Max/mean of the worst layer: the number the rebalance threshold is compared with."""
+    mean_max_over_mean: float
+    vllm: VllmBalancedness
+    sglang: float
+    max_load_sum: float
+
+    @classmethod
+    def of(cls, weight: Weight, phy2log: IntArray, num_gpus: int) -> PlacementQuality:
+        loads = device_loads(weight, phy2log, num_gpus)
+        ratio = max_over_mean(loads)
+        return cls(
+            worst_max_over_mean=float(ratio.max()),
+            mean_max_over_mean=float(ratio.mean()),
+            vllm=vllm_balancedness(loads),
+            sglang=sglang_balancedness(loads),
+            max_load_sum=max_load_sum(loads),
+        )
