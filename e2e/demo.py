@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "values.yaml").write_text(yaml.safe_dump(values))
     helm("upgrade", "--install", RELEASE, str(CHART), "-n", OPS_NS, "--create-namespace", "--values",
-         str(OUT / "values.yaml"), "--kube-version", "1.35.4", "--wait", "--timeout", "180s")  # fmt: skip
+         str(OUT / "values.yaml"), "--wait", "--timeout", "180s")  # fmt: skip
     print(f"helm: release {RELEASE} installed in {OPS_NS}", flush=True)
     cluster.kubectl("create", "namespace", NS, check=False)
     doc = yaml.safe_load(EXAMPLE.read_text())
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     load.start()
     tty = sys.stdout.isatty()
     try:
-        end = args.seconds + 90.0  # a tail at low load so the scale-in window can pass
+        end = args.seconds + 120.0  # a tail at low load so the scale-in window can pass
         while load.elapsed < end:
             time.sleep(3.0)
             rate = sum(1 for r in schedule if load.elapsed - 10 <= r.arrival_s < load.elapsed) / 10.0

@@ -74,17 +74,16 @@ def observe(pods: list[PodObservation], t: float = 1000.0, **pool_over: Any) -> 
     for name in ("h200", "ascend"):
         mine = [p for p in pods if p.node_pool == name]
         known = [p for p in mine if p.request_rate is not None]
+        fields: dict[str, Any] = {"replicas": len(mine), "ready": len(mine), **pool_over.get(name, {})}
         pools[name] = NodePoolObservation(
             name=name,
-            replicas=len(mine),
-            ready=len(mine),
             ttft_p99=max((p.ttft_p99 for p in mine if p.ttft_p99 is not None), default=None),
             itl_p99=max((p.itl_p99 for p in mine if p.itl_p99 is not None), default=None),
             request_rate=sum(p.request_rate or 0 for p in known) if len(known) == len(mine) else None,
             prompt_tokens_rate=sum(p.prompt_tokens_rate or 0 for p in mine),
             generation_tokens_rate=sum(p.generation_tokens_rate or 0 for p in mine),
             queued=sum(p.queued or 0 for p in mine),
-            **pool_over.get(name, {}),
+            **fields,
         )
     return Observation(time=t, pools=pools, pods=tuple(pods))
 
@@ -298,3 +297,11 @@ def test_never_scale_in_on_unknown_data(fleet: tuple[Observation, dict[str, int]
     p = plan(spec(), blind, ControllerState(), current, POOLS)
     assert all(p.replicas[k] >= current[k] for k in current)
     assert p.splits == ()
+
+
+def test_no_further_scale_out_while_new_replicas_are_starting() -> None:
+    hot = [pod("p0", 40.0, (90, 100))]
+    starting = {"h200": {"replicas": 3, "ready": 1}}
+    p = plan(spec(), observe(hot, **starting), ControllerState(), {"h200": 3, "ascend": 0}, POOLS)
+    assert [d for d in p.decisions if d.action == "ScaleOut"] == []
+    assert p.replicas == {"h200": 3, "ascend": 0}

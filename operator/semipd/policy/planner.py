@@ -291,6 +291,8 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
         since = state["breach"].setdefault("*", run.now)
         if run.now - since < to_seconds(auto.scale_up_stabilization):
             return
+        if _starting(run):
+            return  # replicas from an earlier scale-out are still starting: judge them once they serve
         for q in _cost_order(run, caps):
             if deficit <= 1e-9:
                 break
@@ -343,6 +345,15 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
             perReplica=_f(caps[q.name]),
         )
         return
+
+
+def _starting(run: _Run) -> bool:
+    """Some node pool has schedulable replicas that are not Ready yet (an action still in flight)."""
+    for np in run.spec.node_pools:
+        pool = run.obs.pools.get(np.name)
+        if pool is not None and pool.ready + pool.pending_unschedulable < min(run.replicas[np.name], pool.replicas):
+            return True
+    return False
 
 
 def _slo_at_risk(run: _Run) -> bool:
