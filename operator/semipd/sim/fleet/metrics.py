@@ -139,7 +139,8 @@ class ScrapeSeries:
 
     def window(self, now: float, window_s: float) -> WindowDelta | None:
         """Increase between the first and the last sample within (now - window, now]; None with < 2."""
-        inside = [(t, s) for t, s in self.samples if t > now - window_s - 1e-9 and t <= now + 1e-9]
+        # Left-open range (now - window, now], as Prometheus 3 selects samples.
+        inside = [(t, s) for t, s in self.samples if now - window_s + 1e-9 < t <= now + 1e-9]
         if len(inside) < 2:
             return None
         (t0, a), (t1, b) = inside[0], inside[-1]

@@ -1,0 +1,76 @@
+"""The shipped planner in the loop: it sees simulated Prometheus, and its decisions take effect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from semipd.api.v1alpha1 import InferencePoolSpec
+from semipd.sim.fleet.controller import StaticController
+from semipd.sim.fleet.fleet import simulate
+from semipd.sim.fleet.policy import PolicyController
+from semipd.sim.fleet.setup import fleet_from_spec
+from semipd.sim.fleet.workload import prepare
+
+
+def spec(mode: str = "semipd", lo: int = 1, hi: int = 4, prefill: int = 40) -> InferencePoolSpec:
+    doc: dict[str, Any] = {
+        "model": {"name": "m", "source": "hf://m/m", "profile": "llama-3-8b", "maxContextLength": 8192},
+        "engine": {"kind": "sim"},
+        "nodePools": [
+            {"name": "h200", "accelerator": "nvidia", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
+             "minReplicas": lo, "maxReplicas": hi},
+        ],
+        "semiPD": {"initialPrefillPercent": prefill, "minPrefillPercent": 20, "maxPrefillPercent": 100},
+        "slo": {"ttftP99": "500ms", "itlP99": "40ms"},
+        "autoscaling": {"mode": mode, "interval": "15s", "scaleDownStabilization": "2m"},
+    }
+    return InferencePoolSpec.model_validate(doc)
+
+
+TRACE = prepare("azure-conv", context_length=8192, rate=22.0, duration_s=600)
+
+
+def test_split_first_then_replicas_under_overload() -> None:
+    s = spec()
+    result = simulate(fleet_from_spec(s), TRACE, PolicyController(s))
+    kinds = {a.action for a in result.actions}
+    assert {"SplitChange", "SplitDone", "ScaleOut"} <= kinds
+    first_split = min(a.time for a in result.actions if a.action == "SplitChange")
+    first_scale = min(a.time for a in result.actions if a.action == "ScaleOut")
+    assert first_split <= first_scale
+    assert result.pools["h200"]["peak_replicas"] > 1
+    off = simulate(fleet_from_spec(s), TRACE, StaticController("off"))
+    assert result.attainment > off.attainment + 0.2
+
+
+def test_replicas_mode_never_moves_a_split() -> None:
+    s = spec(mode="replicas")
+    result = simulate(fleet_from_spec(s), TRACE, PolicyController(s))
+    assert not [a for a in result.actions if a.action in ("SplitChange", "SetSplit", "SplitDone")]
+    assert all(x == 40 for smp in result.timeline for x, _ in smp.splits.values())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="planner bug found by the simulator: refit() absorbs a saturated pod's queueing delay into a1, "
+    "the fitted capacity per replica becomes 0, _cost_order() then offers no pool and no ScaleOut happens "
+    "while p99 TTFT grows past 100 s (mode replicas; in mode semipd a split move hides it)",
+)
+def test_replicas_mode_scales_out_of_an_overload() -> None:
+    s = spec(mode="replicas")
+    result = simulate(fleet_from_spec(s), TRACE, PolicyController(s))
+    assert any(a.action == "ScaleOut" for a in result.actions)
+
+
+def test_fixed_replicas_split_only_reaches_for_ttft_headroom() -> None:
+    s = spec(lo=2, hi=2, prefill=30)
+    trace = prepare("azure-conv", context_length=8192, rate=14.0, duration_s=400)
+    result = simulate(fleet_from_spec(s), trace, PolicyController(s))
+    moves = [a for a in result.actions if a.action == "SplitChange"]
+    assert moves
+    assert all(a.reason == "TTFTOverSLO" for a in moves[:2])
+    final = result.timeline[-1].splits
+    assert all(x > 30 for x, _ in final.values())
+    assert not [a for a in result.actions if a.action == "ScaleOut"]
