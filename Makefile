@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 crds: $(STAMP)
-	$(BIN)/semipd crds --output crds
+	$(BIN)/semipd crds --output crds --reference docs/api-reference.md
 	$(BIN)/python -m semipd.packaging sync
 
 lint: $(STAMP)

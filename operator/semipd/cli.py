@@ -33,6 +33,11 @@ def _crds(args: argparse.Namespace) -> int:
     )
     (out / crd_filename()).write_text(text)
     print(out / crd_filename())
+    if args.reference:
+        from semipd.api.reference import reference_markdown
+
+        Path(args.reference).write_text(reference_markdown())
+        print(args.reference)
     return 0
 
 
@@ -76,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     op.set_defaults(fn=_operator)
     crds = sub.add_parser("crds", help="generate the CRD YAML from the API models")
     crds.add_argument("--output", default="crds", help="directory to write into (default: crds)")
+    crds.add_argument("--reference", default=None, help="also write the markdown API reference to this file")
     crds.set_defaults(fn=_crds)
     val = sub.add_parser("validate", help="check InferencePool manifests offline against the API models")
     val.add_argument("files", nargs="+")

@@ -26,6 +26,12 @@ def test_committed_crd_matches_generator(tmp_path: Path) -> None:
     assert generated == committed, "crds/ is stale: run `make crds` and commit"
 
 
+def test_committed_api_reference_matches_the_models() -> None:
+    from semipd.api.reference import reference_markdown
+
+    assert (ROOT / "docs" / "api-reference.md").read_text() == reference_markdown(), "run `make crds`"
+
+
 def test_schema_is_structural() -> None:
     assert lint_schema(open_api_schema()) == []
 
