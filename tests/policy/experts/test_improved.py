@@ -14,7 +14,7 @@ from semipd.policy.experts.eplb import rebalance_experts
 from semipd.policy.experts.improved import has_duplicates, rebalance_experts_improved
 from semipd.policy.experts.layout import Placement, Topology
 from semipd.policy.experts.metrics import device_loads
-from semipd.sim.engine.experts import layer_hit_probabilities
+from semipd.policy.experts.synthetic import zipf_load
 from tests.policy.experts import vectors as v
 
 _TOL = 1e-9
@@ -120,16 +120,10 @@ def test_infeasible_anti_affinity_is_refused_unless_relaxed() -> None:
     assert (relaxed.phy2log == rebalance_experts([[3.0, 1.0]], 4, 1, 1, 1).phy2log).all()
 
 
-def zipf_weight(layers: int, experts: int, k: int, skew: float, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    hits = np.array(layer_hit_probabilities(layers, experts, k, skew, seed))
-    return np.array([rng.multinomial(20_000 * k, row / row.sum()) for row in hits], dtype=float)
-
-
 @pytest.mark.parametrize("skew", [0.6, 1.0, 1.4])
 @pytest.mark.parametrize("topology", [(80, 8, 3, 16), (80, 8, 4, 16), (96, 4, 2, 16)])
 def test_skewed_loads_never_worse_than_eplb_and_mostly_better(skew: float, topology: tuple[int, int, int, int]) -> None:
-    weight = zipf_weight(6, 64, 6, skew, seed=int(skew * 10))
+    weight = zipf_load(6, 64, 6, skew, tokens=20_000, seed=int(skew * 10))
     ours = rebalance_experts_improved(weight, *topology)
     theirs = rebalance_experts(weight, *topology)
     assert_valid(weight, ours, Topology(*topology))

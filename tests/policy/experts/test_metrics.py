@@ -14,6 +14,7 @@ from semipd.policy.experts.metrics import (
     sglang_balancedness,
     vllm_balancedness,
 )
+from semipd.policy.experts.synthetic import zipf_load, zipf_suite
 
 
 def test_device_loads_split_an_expert_evenly_over_its_replicas() -> None:
@@ -46,3 +47,15 @@ def test_quality_summary() -> None:
 def test_unplaced_expert_is_an_error() -> None:
     with pytest.raises(ValueError, match="no physical slot"):
         device_loads([[1.0, 2.0]], np.array([[0, 0]]), 1)
+
+
+def test_zipf_suite_is_seeded_and_skewed() -> None:
+    a = zipf_suite(3, layers=2, experts=32, k=4, seed=5)
+    b = zipf_suite(3, layers=2, experts=32, k=4, seed=5)
+    assert [s for s, _ in a] == [s for s, _ in b]
+    assert all((wa == wb).all() for (_, wa), (_, wb) in zip(a, b, strict=True))
+    for skew, w in a:
+        assert 0.6 <= skew <= 1.4
+        assert w.shape == (2, 32)
+        assert (w.max(axis=1) > 3 * w.mean(axis=1)).all()  # a few experts get most of the tokens
+    assert (zipf_load(1, 8, 2, 0.0, tokens=800, seed=0).sum() == 1600.0).all()

@@ -43,6 +43,9 @@ RESORT_EVERY = 8
 COUNT_EVERY = 1000
 CANDIDATE_BUDGET = 32_768
 """Slot-rows (rows x slots x candidates) packed and searched per call: 1 candidate at 61 x 320."""
+RETRY_BUDGET = 8_192
+RETRY_STEPS = 150
+"""Slot-rows and steps for the second search of rows that lose to an EPLB map with stacked copies."""
 MAX_CANDIDATES = 64
 FORECAST_POOL = 7
 """Count vectors forecast per row even when only one is searched."""
@@ -425,8 +428,8 @@ def _best_count_move(st: _State, v: _Step, top: IntArray, peak: FloatArray) -> t
     return scores[lanes, pick], item, kind
 
 
-def _search(st: _State) -> None:
-    """Local search until the busiest device of every row cannot be lowered (or MAX_STEPS).
+def _search(st: _State, max_steps: int = MAX_STEPS) -> None:
+    """Local search until the busiest device of every row cannot be lowered (or max_steps).
 
     Each step, per row: the SOURCES busiest devices each look for their best swap, and the busiest
     one also for a replica-count move, made alone when it beats every swap. Swaps are made busiest
@@ -440,7 +443,7 @@ def _search(st: _State) -> None:
         return
     q = min(SOURCES, max(1, m // 4))
     active = np.arange(rows_all)
-    for step in range(MAX_STEPS):
+    for step in range(max_steps):
         if active.size == 0:
             return
         if step and step % RESORT_EVERY == 0:
@@ -521,19 +524,18 @@ def _slot_kinds(st: _State) -> IntArray:
     return np.take_along_axis(st.item_kind, st.slot_item, axis=1)
 
 
-def _count_candidates(w: FloatArray, num_devices: int, per_device: int) -> FloatArray:
-    """Candidate replica counts [candidates, rows, experts] to pack and search.
+def _count_candidates(w: FloatArray, num_devices: int, per_device: int, budget: int) -> tuple[FloatArray, IntArray]:
+    """Candidate replica counts to pack and search: (counts [K, experts], row of each [K]).
 
     The rules come in order of how often they win on skewed loads (RULE_ORDER), then noisy variants
     of the peak and marginal rules (loads scaled by a fixed pseudo-random factor per expert), which
-    explore count vectors near the rules'. A call packs and searches as many candidates per row as
-    CANDIDATE_BUDGET allows (one at 61 x 320); of the at least FORECAST_POOL it computes, each row
-    keeps those with the best rounds_peak forecast.
+    explore count vectors near the rules'. Each row keeps as many as `budget` slot-rows allow (one
+    at 61 x 320 with CANDIDATE_BUDGET), those with the best rounds_peak forecast.
     """
     rows, experts = w.shape
     num_slots = num_devices * per_device
     cap = num_devices
-    keep = max(1, min(MAX_CANDIDATES, CANDIDATE_BUDGET // (rows * num_slots)))
+    keep = max(1, min(MAX_CANDIDATES, budget // (rows * num_slots)))
     pool = max(keep, FORECAST_POOL)
     chosen_rules = RULE_ORDER[:pool]
     cands: dict[tuple[str, float], FloatArray] = {}
@@ -546,35 +548,46 @@ def _count_candidates(w: FloatArray, num_devices: int, per_device: int) -> Float
             batch = capped_counts(w, num_slots, cap, num_devices, thetas, frozen=kind == "frozen")
             cands.update(zip(((kind, t) for t in thetas), batch.reshape(thetas.size, rows, experts), strict=True))
     ordered = [cands[r] for r in chosen_rules]
-    rng = np.random.default_rng(0)
-    for k in range(pool - len(ordered)):
-        spread = NOISE_SPREADS[k % len(NOISE_SPREADS)]
-        noisy = w * np.exp(rng.uniform(-spread, spread, size=w.shape))
-        ordered.append(replica_counts(noisy, num_slots, cap, _marginal_rule if k % 2 else _peak_rule))
-    pooled = np.stack(ordered)
-    if keep >= pooled.shape[0]:
-        return pooled
+    n_noisy = pool - len(ordered)
+    if n_noisy > 0:
+        rng = np.random.default_rng(0)
+        spreads = np.array([NOISE_SPREADS[k % len(NOISE_SPREADS)] for k in range(n_noisy)])[:, None, None]
+        noisy = w[None] * np.exp(rng.uniform(-1.0, 1.0, size=(n_noisy, rows, experts)) * spreads)
+        counts = np.empty_like(noisy)
+        counts[0::2] = replica_counts(noisy[0::2].reshape(-1, experts), num_slots, cap, _peak_rule).reshape(
+            -1, rows, experts
+        )
+        if n_noisy > 1:
+            counts[1::2] = replica_counts(noisy[1::2].reshape(-1, experts), num_slots, cap, _marginal_rule).reshape(
+                -1, rows, experts
+            )
+        ordered.extend(counts)
+    pooled = np.stack(ordered)  # [pool, rows, experts]
     n = pooled.shape[0]
+    owner = np.broadcast_to(np.arange(rows), (n, rows))
+    if keep >= n:
+        return pooled.reshape(-1, experts), owner.ravel()
     forecast = rounds_peak(np.tile(w, (n, 1)), pooled.reshape(-1, experts), num_devices, per_device).reshape(n, rows)
-    best = np.argsort(forecast, axis=0, kind="stable")[:keep]  # [keep, rows]
-    chosen: FloatArray = pooled[best, np.arange(rows)]
-    return chosen
+    rank = np.argsort(np.argsort(forecast, axis=0, kind="stable"), axis=0)  # 0 = best forecast of its row
+    take = rank < keep
+    return pooled[take], owner[take]
 
 
-def place_flat(w: FloatArray, num_devices: int, per_device: int) -> IntArray:
+def place_flat(
+    w: FloatArray, num_devices: int, per_device: int, budget: int = CANDIDATE_BUDGET, max_steps: int = MAX_STEPS
+) -> IntArray:
     """Best anti-affine placement for each row of w [rows, experts] -> expert per slot [rows, slots]."""
-    rows, experts = w.shape
-    num_slots = num_devices * per_device
-    cands = _count_candidates(w, num_devices, per_device)
-    n = cands.shape[0]
-    st = _pack_rounds(np.tile(w, (n, 1)), cands.reshape(-1, experts), num_devices, per_device, num_devices)
-    _search(st)
+    counts, owner = _count_candidates(w, num_devices, per_device, budget)
+    st = _pack_rounds(w[owner], counts, num_devices, per_device, num_devices)
+    _search(st, max_steps)
     kinds = _slot_kinds(st)
-    size = st.w / st.counts
-    peak = np.take_along_axis(size, kinds, axis=1).reshape(n, rows, num_devices, per_device).sum(axis=3).max(axis=2)
-    # The first candidate wins ties, so the choice is deterministic.
-    winner = np.argmin(peak, axis=0)
-    best: IntArray = kinds.reshape(n, rows, num_slots)[winner, np.arange(rows)]
+    peak = (st.w / st.counts)[np.arange(owner.size)[:, None], kinds].reshape(owner.size, num_devices, -1)
+    peak = peak.sum(axis=2).max(axis=1)
+    # Per row the lightest candidate; the earliest candidate wins ties, so the choice is deterministic.
+    order = np.lexsort((np.arange(owner.size), peak, owner))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = owner[order][1:] != owner[order][:-1]
+    best: IntArray = kinds[order[first]]
     return best
 
 
@@ -621,15 +634,24 @@ def rebalance_experts_improved(
     keep[:, 1:] = node_experts[:, 1:] != node_experts[:, :-1]
     node_experts = node_experts[keep].reshape(layers * num_nodes, experts_per_node)
     node_w = np.take_along_axis(np.repeat(w, num_nodes, axis=0), node_experts, axis=1)
-    local = place_flat(node_w, devices_per_node, num_replicas // num_gpus)
-    ours = np.take_along_axis(node_experts, local, axis=1)
     # EPLB's slots in the same node-local ids (node_experts rows are sorted; offset rows apart).
     offset = (np.arange(theirs.shape[0]) * experts)[:, None]
     found = np.searchsorted((node_experts + offset).ravel(), (theirs + offset).ravel())
     theirs_local = found.reshape(theirs.shape) - offset // experts * experts_per_node
-    ours_peak = device_loads(node_w, local, devices_per_node).max(axis=1)
     theirs_peak = device_loads(node_w, theirs_local, devices_per_node).max(axis=1)
     allowed = ~has_duplicates(theirs, devices_per_node) if anti_affinity else np.ones(theirs.shape[0], dtype=bool)
+    local = place_flat(node_w, devices_per_node, num_replicas // num_gpus)
+    ours = np.take_along_axis(node_experts, local, axis=1)
+    ours_peak = device_loads(node_w, local, devices_per_node).max(axis=1)
+    # Rows that lose to a map we may not take get a second, wider search (few rows: many candidates each).
+    losing = np.flatnonzero(~allowed & (theirs_peak < ours_peak * (1.0 - _REL_TOL)))
+    if losing.size:
+        retry = place_flat(node_w[losing], devices_per_node, num_replicas // num_gpus, RETRY_BUDGET, RETRY_STEPS)
+        retry_peak = device_loads(node_w[losing], retry, devices_per_node).max(axis=1)
+        better = retry_peak < ours_peak[losing] * (1.0 - _REL_TOL)
+        local[losing[better]] = retry[better]
+        ours[losing[better]] = np.take_along_axis(node_experts[losing[better]], retry[better], axis=1)
+        ours_peak[losing[better]] = retry_peak[better]
     use_theirs = allowed & (theirs_peak < ours_peak * (1.0 - _REL_TOL))
     phy2log = np.where(use_theirs[:, None], theirs, ours).reshape(layers, num_replicas)
     return tables(phy2log, experts)
