@@ -167,7 +167,7 @@ class Instance:
         self._check_drained(now)
 
     def _finish(self, r: SimRequest, now: float) -> None:
-        self.kv.release(r.input + r.output)
+        self.kv.release(self.kv_need(r))
         r.finish = now
         c = self.counters
         c.finished += 1
@@ -333,14 +333,12 @@ class SemiPDInstance(Instance):
             r.first_token = now
             c.prompt_tokens += r.input
             c.ttft.observe(now - r.arrival)
-            if self.handoff:
-                self.outstanding -= r.new_tokens
+            self.outstanding -= r.new_tokens + (0 if self.handoff else 1)
+            if r.output <= 1:
+                self._finish(r, now)  # the first token was the last: nothing to decode or transfer
+            elif self.handoff:
                 self.awaiting_handoff += 1
                 self.host.handoff(r, self, now)
-                continue
-            self.outstanding -= r.new_tokens + 1
-            if r.output <= 1:
-                self._finish(r, now)
             else:
                 self.joining.append(r)
                 self.kv_used += r.input + 1

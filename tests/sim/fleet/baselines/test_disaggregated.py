@@ -38,3 +38,12 @@ def test_ratio_grid_covers_the_budget() -> None:
     assert ratios(4) == [(1, 3), (2, 2), (3, 1)]
     with pytest.raises(ValueError, match="at least one"):
         static_disaggregated(fleet(pool(2)), 0, 2)
+
+
+def test_single_token_requests_finish_on_the_prefill_side() -> None:
+    setup, _ = static_disaggregated(fleet(pool(2)), 1, 1)
+    sim = run(setup, reqs((0.0, 2000, 1), (0.5, 300, 1)))
+    assert all(r.done and r.finish == r.first_token for r in sim.requests)
+    assert all(r.instance.name.startswith("prefill-") for r in sim.requests)
+    prefill = sim.pools()["prefill"].members()[0]
+    assert prefill.kv.reserved == 0
