@@ -428,14 +428,17 @@ def _best_count_move(st: _State, v: _Step, top: IntArray, peak: FloatArray) -> t
     return scores[lanes, pick], item, kind
 
 
-def _search(st: _State, max_steps: int = MAX_STEPS) -> None:
+def _search(
+    st: _State, max_steps: int = MAX_STEPS, target: FloatArray | None = None, owner: IntArray | None = None
+) -> None:
     """Local search until the busiest device of every row cannot be lowered (or max_steps).
 
     Each step, per row: the SOURCES busiest devices each look for their best swap, and the busiest
     one also for a replica-count move, made alone when it beats every swap. Swaps are made busiest
-    source first, each
-    only on devices that no earlier swap of the row touched in this step, so every move of a step
-    is evaluated on current loads.
+    source first, each only on devices that no earlier swap of the row touched in this step, so
+    every move of a step is evaluated on current loads. With `target` (per row) and `owner` (the
+    problem each row is a candidate for), all candidates of a problem stop once one of them is at
+    or below its target.
     """
     m = st.devices
     rows_all = st.loads.shape[0]
@@ -482,6 +485,11 @@ def _search(st: _State, max_steps: int = MAX_STEPS) -> None:
         retry = ~progressed & st.stale[active]
         _resort(st, active[retry])
         active = active[progressed | retry]
+        if target is not None and owner is not None and active.size:
+            reached = st.loads[active].max(axis=1) <= target[active]
+            done = np.zeros(int(owner.max()) + 1, dtype=bool)
+            done[owner[active[reached]]] = True
+            active = active[~done[owner[active]]]
 
 
 def _swap(st: _State, rows: IntArray, x: IntArray, y: IntArray) -> None:
@@ -574,12 +582,20 @@ def _count_candidates(w: FloatArray, num_devices: int, per_device: int, budget: 
 
 
 def place_flat(
-    w: FloatArray, num_devices: int, per_device: int, budget: int = CANDIDATE_BUDGET, max_steps: int = MAX_STEPS
+    w: FloatArray,
+    num_devices: int,
+    per_device: int,
+    budget: int = CANDIDATE_BUDGET,
+    max_steps: int = MAX_STEPS,
+    target: FloatArray | None = None,
 ) -> IntArray:
-    """Best anti-affine placement for each row of w [rows, experts] -> expert per slot [rows, slots]."""
+    """Best anti-affine placement for each row of w [rows, experts] -> expert per slot [rows, slots].
+
+    A row's search may stop once some candidate's busiest device is at or below `target` (per row).
+    """
     counts, owner = _count_candidates(w, num_devices, per_device, budget)
     st = _pack_rounds(w[owner], counts, num_devices, per_device, num_devices)
-    _search(st, max_steps)
+    _search(st, max_steps, None if target is None else target[owner], owner)
     kinds = _slot_kinds(st)
     peak = (st.w / st.counts)[np.arange(owner.size)[:, None], kinds].reshape(owner.size, num_devices, -1)
     peak = peak.sum(axis=2).max(axis=1)
@@ -646,7 +662,14 @@ def rebalance_experts_improved(
     # Rows that lose to a map we may not take get a second, wider search (few rows: many candidates each).
     losing = np.flatnonzero(~allowed & (theirs_peak < ours_peak * (1.0 - _REL_TOL)))
     if losing.size:
-        retry = place_flat(node_w[losing], devices_per_node, num_replicas // num_gpus, RETRY_BUDGET, RETRY_STEPS)
+        retry = place_flat(
+            node_w[losing],
+            devices_per_node,
+            num_replicas // num_gpus,
+            RETRY_BUDGET,
+            RETRY_STEPS,
+            target=theirs_peak[losing] * (1.0 - 2 * _REL_TOL),
+        )
         retry_peak = device_loads(node_w[losing], retry, devices_per_node).max(axis=1)
         better = retry_peak < ours_peak[losing] * (1.0 - _REL_TOL)
         local[losing[better]] = retry[better]
