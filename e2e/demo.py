@@ -137,6 +137,7 @@ def write_report(snaps: list[dict[str, Any]], results: list[Any], slo: dict[str,
     axes[2].set_ylabel("ms")
     axes[2].legend()
     pools = sorted({n for s in snaps for n in s["pools"]})
+    share = axes[3].twinx()
     for name in pools:
         axes[3].step(ts, [s["pools"].get(name, {}).get("ready", 0) for s in snaps], where="post", label=f"{name} ready")
         prefill = [
@@ -145,11 +146,10 @@ def write_report(snaps: list[dict[str, Any]], results: list[Any], slo: dict[str,
             else math.nan
             for s in snaps
         ]
-        ax = axes[3].twinx() if name == pools[0] else None
-        if ax is not None:
-            ax.plot(ts, prefill, ls=":", color="gray", label=f"{name} mean prefill %")
-            ax.set_ylabel("prefill %")
-            ax.set_ylim(0, 100)
+        share.plot(ts, prefill, ls=":", label=f"{name} mean prefill %")
+    share.set_ylabel("mean prefill %")
+    share.set_ylim(0, 100)
+    share.legend(loc="upper right")
     axes[3].set_ylabel("replicas")
     axes[3].set_xlabel("seconds since load start")
     axes[3].legend(loc="upper left")
