@@ -1,17 +1,20 @@
-"""Improved expert placement: replica counts by two rules, anti-affine packing, then local search.
+"""Improved expert placement: anti-affine, never worse than EPLB where EPLB's own map is allowed.
 
 Same inputs, outputs and constraints as DeepSeek EPLB (equal slots per device, (E + R) % EP == 0,
-expert groups kept on one node in the hierarchical variant), plus anti-affinity: no device holds two
+each expert group on one node in the hierarchical policy), plus anti-affinity: no device holds two
 replicas of one expert (a second copy only costs memory; vllm-ascend's map cannot express it).
 
-For every row (a layer, or a layer's node when hierarchical) and for each of two replica-count
-rules -- EPLB's largest load per replica, and the largest marginal gain w/c - w/(c+1), which splits
-medium experts sooner -- it packs replicas round by round (the heaviest remaining replicas onto the
-lightest devices), then improves the busiest device until no move helps: swap one of its replicas
-with a slightly lighter one elsewhere, or move a replica slot from one expert to another (changing
-replica counts). A move is taken only if every device it touches ends below the old peak, so the
-sorted load vector falls strictly and the search terminates. The better rule wins per row.
-All steps are vectorised over rows.
+EPLB's grouping of experts onto nodes is kept; every (layer, node) row is solved on its own:
+1. replica counts by several rules -- EPLB's largest load per replica, the marginal gain
+   w/c - w/(c+1), and capped rules that allow at most theta x the mean device load per piece --
+   of which a cheap forecast picks the ones to search (more per row for small problems);
+2. packing round by round, the heaviest remaining replicas onto the lightest devices;
+3. local search on the busiest devices: swaps with slightly lighter replicas, and count moves
+   (a slot changes expert). A move is made only if every device it touches ends below the old
+   peak, so the sorted load vector falls strictly and the search terminates;
+4. per row, EPLB's own slots where they are lighter and anti-affine; rows that lose to an EPLB
+   map with stacked copies get a second, wider search.
+Everything is vectorised over rows (and over candidates).
 """
 
 from __future__ import annotations
@@ -32,15 +35,14 @@ GainRule = Callable[[FloatArray, FloatArray], FloatArray]
 
 NEAR_WINDOW = np.arange(12)
 """Swap partners of a replica on the busiest device: the next-lighter replicas in size order."""
-SWAP_WINDOW = NEAR_WINDOW.size
 SOURCES = 8
 """Busiest devices that each look for a swap in one step."""
 SOURCE_SLOTS = 8
 """Slots considered for giving up a replica to an expert on the busiest device."""
 MAX_STEPS = 400
-"""Cap on local-search steps per call (each step makes at most one move per row)."""
+"""Cap on local-search steps per call."""
 RESORT_EVERY = 8
-COUNT_EVERY = 1000
+"""Steps between re-ranking items by size after count moves changed sizes."""
 CANDIDATE_BUDGET = 32_768
 """Slot-rows (rows x slots x candidates) packed and searched per call: 1 candidate at 61 x 320."""
 RETRY_BUDGET = 8_192
@@ -76,9 +78,6 @@ def _peak_rule(w: FloatArray, c: FloatArray) -> FloatArray:
 
 def _marginal_rule(w: FloatArray, c: FloatArray) -> FloatArray:
     return w / (c * (c + 1.0))
-
-
-RULES: dict[str, GainRule] = {"peak": _peak_rule, "marginal": _marginal_rule}
 
 
 def replica_counts(w: FloatArray, num_slots: int, cap: int, rule: GainRule) -> FloatArray:
@@ -459,8 +458,9 @@ def _search(
         swap_score, swap_x, swap_y = _best_swaps(st, v, srcs, src_load)
         swap_ok = swap_score < src_load * (1.0 - _REL_TOL)
 
-        # Count moves are dearer to evaluate: every COUNT_EVERY steps, and whenever no swap helps.
-        look = np.flatnonzero(~swap_ok[:, 0]) if step % COUNT_EVERY else lanes
+        # Count moves are dearer to evaluate: on the first step (a count vector may be plainly off)
+        # and afterwards only where no swap helps.
+        look = lanes if step == 0 else np.flatnonzero(~swap_ok[:, 0])
         recount = np.zeros(active.size, dtype=bool)
         if look.size:
             score, item, kind = _best_count_move(st, _Step.of(st, active[look]), srcs[look, 0], src_load[look, 0])
