@@ -40,6 +40,13 @@ class Sample:
     ttft: float
     itl: float | None
     batch: float | None
+    queued: float | None = None
+    """Requests waiting for prefill at the end of the window."""
+
+    @property
+    def saturated(self) -> bool:
+        """More than a second of arrivals is waiting: the TTFT is backlog, not the service curve."""
+        return self.queued is not None and self.queued > max(1.0, self.rate)
 
 
 @dataclass(frozen=True)
@@ -155,7 +162,9 @@ def refit(model: LatencyModel, fit: Fit) -> Fit:
     With fewer than three samples, or samples that all share one split and load, only a1 is fitted
     (the prior l100 stays): one point cannot separate the amplitude from the queueing pole.
     """
-    samples = [s for s in fit.samples if s.ttft > 0 and math.isfinite(s.ttft)]
+    # A saturated sample's TTFT is queue backlog (it grows with time, not with load): fitting it would
+    # read as a tiny capacity and stop scale-out exactly when it is needed.
+    samples = [s for s in fit.samples if s.ttft > 0 and math.isfinite(s.ttft) and not s.saturated]
     base = model.prefill_time([max(1, round(fit.prompt_tokens))], 1.0)
     distinct = len({(round(s.prefill_share, 3), round(s.rate, 2)) for s in samples})
     scales = _L100_GRID if len(samples) >= 3 and distinct >= 2 else (fit.l100_scale,)

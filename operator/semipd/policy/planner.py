@@ -76,7 +76,7 @@ def _sample(pod: PodObservation, window_s: float) -> Sample | None:
     ):
         return None
     x, y = contended_shares(pod.prefill_percent / 100.0, pod.decode_percent / 100.0)
-    return Sample(x, y, pod.request_rate, pod.ttft_p99, pod.itl_p99, pod.running)
+    return Sample(x, y, pod.request_rate, pod.ttft_p99, pod.itl_p99, pod.running, pod.queued)
 
 
 def _calibrated(est: Estimator, sample: Sample) -> Estimator:
@@ -293,6 +293,9 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
             return
         if _starting(run):
             return  # replicas from an earlier scale-out are still starting: judge them once they serve
+        if not _cost_order(run, caps):
+            _step_out(run, full, state, demand, supply)
+            return
         for q in _cost_order(run, caps):
             if deficit <= 1e-9:
                 break
@@ -345,6 +348,22 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
             perReplica=_f(caps[q.name]),
         )
         return
+
+
+def _step_out(
+    run: _Run, full: Mapping[str, float], state: dict[str, dict[str, float]], demand: float, supply: float
+) -> None:
+    """SLO at risk but the fitted model sees no usable capacity anywhere: one replica into the cheapest
+    pool with room, rather than none (the next evaluations refit with the new replica's samples)."""
+    for q in sorted(run.spec.node_pools, key=lambda np: (np.cost_per_hour, -np.priority, np.name)):
+        if q.name not in full and run.replicas[q.name] < q.max_replicas:
+            run.replicas[q.name] += 1
+            state["scaled"][q.name] = run.now
+            run.decide(
+                "ScaleOut", "SLOAtRiskNoModel", "+1 replica: an SLO is missed and the fitted curves show no "
+                "capacity to size the step", q.name, demand=_f(demand), supply=_f(supply), added=1,
+            )  # fmt: skip
+            return
 
 
 def _starting(run: _Run) -> bool:

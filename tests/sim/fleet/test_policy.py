@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.sim.fleet.controller import StaticController
 from semipd.sim.fleet.fleet import simulate
@@ -52,12 +50,6 @@ def test_replicas_mode_never_moves_a_split() -> None:
     assert all(x == 40 for smp in result.timeline for x, _ in smp.splits.values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planner bug found by the simulator: refit() absorbs a saturated pod's queueing delay into a1, "
-    "the fitted capacity per replica becomes 0, _cost_order() then offers no pool and no ScaleOut happens "
-    "while p99 TTFT grows past 100 s (mode replicas; in mode semipd a split move hides it)",
-)
 def test_replicas_mode_scales_out_of_an_overload() -> None:
     s = spec(mode="replicas")
     result = simulate(fleet_from_spec(s), TRACE, PolicyController(s))
