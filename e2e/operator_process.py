@@ -5,6 +5,7 @@ Tests get its log, its metrics URL and a way to kill it by pid, as a crash would
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +108,26 @@ class OperatorProcess:
     def tracebacks(self) -> str:
         text = self.log.read_text()
         return text if "Traceback" in text else ""
+
+
+@contextlib.contextmanager
+def running_operator(
+    cluster: Any, namespace: str, workdir: Path, *, resync: str = "3s", gie: bool = False
+) -> Iterator[OperatorProcess]:
+    """CRDs installed, `namespace` ready, the operator watching it; torn down (and its log checked for
+    tracebacks) afterwards."""
+    install_crds(cluster, gie=gie)
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    deadline = time.monotonic() + 30
+    while cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode != 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no default ServiceAccount in {namespace}")
+        time.sleep(0.2)
+    op = OperatorProcess(cluster, namespace, workdir, resync=resync)
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    assert not op.tracebacks(), op.tracebacks()[-4000:]

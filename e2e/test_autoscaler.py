@@ -20,7 +20,7 @@ import yaml
 
 from e2e.fleet_load import LoadDriver, PoissonArrivals
 from e2e.harness import wait_until
-from e2e.operator_process import OperatorProcess, install_crds
+from e2e.operator_process import OperatorProcess, running_operator
 
 pytestmark = pytest.mark.e2e
 
@@ -89,25 +89,18 @@ def ascend_nodes(cluster: Any) -> list[str]:
 
 @pytest.fixture(scope="module")
 def fleet(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OperatorProcess, LoadDriver]]:
-    install_crds(cluster, gie=False)
-    cluster.kubectl("create", "namespace", NS, check=False)
-    wait_until(lambda: cluster.core().read_namespaced_service_account("default", NS), timeout=30, what="default SA")
-    op = OperatorProcess(cluster, NS, tmp_path_factory.mktemp("autoscaler"), resync="5s")
-    op.start()
-    cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(MANIFEST))
-    wait_until(lambda: condition(pool(cluster), "Ready").get("status") == "True", timeout=120, what="pool Ready")
-    load = LoadDriver(cluster.core(), NS, POOL, PoissonArrivals(), model="llama-3-8b", slice_s=SLICE_S)
-    load.start()
-    try:
-        yield op, load
-    finally:
-        load.stop()
-        RESULTS_LOG.write_text(json.dumps([r.to_json() for r in load.results])[:5_000_000])
-        for node in ascend_nodes(cluster):
-            cluster.kubectl("uncordon", node, check=False)
-        op.stop()
-        cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-    assert not op.tracebacks(), op.tracebacks()[-4000:]
+    with running_operator(cluster, NS, tmp_path_factory.mktemp("autoscaler"), resync="5s") as op:
+        cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(MANIFEST))
+        wait_until(lambda: condition(pool(cluster), "Ready").get("status") == "True", timeout=120, what="pool Ready")
+        load = LoadDriver(cluster.core(), NS, POOL, PoissonArrivals(), model="llama-3-8b", slice_s=SLICE_S)
+        load.start()
+        try:
+            yield op, load
+        finally:
+            load.stop()
+            RESULTS_LOG.write_text(json.dumps([r.to_json() for r in load.results])[:5_000_000])
+            for node in ascend_nodes(cluster):
+                cluster.kubectl("uncordon", node, check=False)
 
 
 def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.operator_process import OperatorProcess, install_crds
+from e2e.operator_process import OperatorProcess, running_operator
 from tests.api.invalid_cases import CASES, Invalid, base_pool
 
 pytestmark = pytest.mark.e2e
@@ -53,16 +53,8 @@ def _wait_condition(cluster: Any, name: str, type_: str, status: str, timeout: f
 
 @pytest.fixture(scope="module")
 def operator(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    install_crds(cluster, gie=False)
-    cluster.kubectl("create", "namespace", NS, check=False)
-    op = OperatorProcess(cluster, NS, tmp_path_factory.mktemp("operator"), resync="2s")
-    op.start()
-    try:
+    with running_operator(cluster, NS, tmp_path_factory.mktemp("operator"), resync="2s") as op:
         yield op
-    finally:
-        op.stop()
-        cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-    assert not op.tracebacks(), op.tracebacks()[-4000:]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.layer in {"schema", "cel"}], ids=lambda c: c.name)

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from e2e.harness import wait_until
-from e2e.operator_process import OperatorProcess, install_crds
+from e2e.operator_process import OperatorProcess, running_operator
 
 pytestmark = pytest.mark.e2e
 
@@ -99,17 +99,9 @@ def owned_versions(cluster: Any) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def operator(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    install_crds(cluster, gie=True)
-    cluster.kubectl("create", "namespace", NS, check=False)
-    wait_until(lambda: cluster.core().read_namespaced_service_account("default", NS), timeout=30, what="default SA")
-    op = OperatorProcess(cluster, NS, tmp_path_factory.mktemp("operator"), resync=f"{RESYNC:.0f}s")
-    op.start()
-    try:
+    workdir = tmp_path_factory.mktemp("operator")
+    with running_operator(cluster, NS, workdir, resync=f"{RESYNC:.0f}s", gie=True) as op:
         yield op
-    finally:
-        op.stop()
-        cluster.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-    assert not op.tracebacks(), op.tracebacks()[-4000:]
 
 
 def test_mixed_pool_runs_on_the_right_nodes(cluster: Any, operator: OperatorProcess) -> None:

@@ -40,6 +40,17 @@ def set_condition(
     now: str,
 ) -> list[Condition]:
     """Return `current` with `type` set; lastTransitionTime changes only when status does."""
+
+    def build(since: str) -> Condition:
+        return Condition(
+            type=type,
+            status=status,
+            reason=reason,
+            message=message,
+            observed_generation=generation,
+            last_transition_time=since,
+        )
+
     out: list[Condition] = []
     replaced = False
     for cond in current:
@@ -47,28 +58,9 @@ def set_condition(
             out.append(cond)
             continue
         replaced = True
-        since = cond.last_transition_time if cond.status == status else now
-        out.append(
-            Condition(
-                type=type,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=generation,
-                last_transition_time=since,
-            )
-        )
+        out.append(build(cond.last_transition_time if cond.status == status else now))
     if not replaced:
-        out.append(
-            Condition(
-                type=type,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=generation,
-                last_transition_time=now,
-            )
-        )
+        out.append(build(now))
     return out
 
 
