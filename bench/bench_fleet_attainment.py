@@ -54,7 +54,8 @@ def render(rows: list[dict[str, Any]], traces: list[str], wall: float) -> tuple[
     lines = [
         "# Fleet simulator: SLO attainment vs request rate",
         "",
-        "`bench/bench_fleet_attainment.py` (seed 0). Same hardware for every policy: **8 x NVIDIA H200**,",
+        f"`bench/bench_fleet_attainment.py` (seed 0, code {common.code_version()}). Same hardware for every policy:",
+        "**8 x NVIDIA H200**,",
         f"Qwen3-32B BF16 TP1 per instance, KV pool {common.latency_model().kv_capacity_tokens():,} tokens per GPU.",
         "Attainment = requests with TTFT <= TTFT SLO and mean inter-token time <= ITL SLO, over all arrivals.",
         "SLOs by one rule: TTFT = 7.5 x a lone mean prompt's TTFT on a whole GPU; ITL = 50 ms.",

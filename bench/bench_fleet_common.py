@@ -46,6 +46,21 @@ SEED = 0
 WORKERS = int(os.environ.get("SEMIPD_BENCH_WORKERS", "2"))
 
 
+def code_version() -> str:
+    """The repository commit the results were produced at (with a marker for local changes)."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "operator"], cwd=root, capture_output=True,
+                               text=True, timeout=10, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+local changes" if dirty else "")
+
+
 def latency_model() -> LatencyModel:
     return LatencyModel.from_names(HARDWARE, MODEL)
 
@@ -55,7 +70,13 @@ def round2(x: float) -> float:
     return round(x, digits)
 
 
+TTFT_OVERRIDE: dict[str, float] = {}
+"""Trace -> TTFT SLO replacing the rule (set before run_all: forked workers inherit it)."""
+
+
 def ttft_slo(trace: str) -> float:
+    if trace in TTFT_OVERRIDE:
+        return TTFT_OVERRIDE[trace]
     reqs = prepare(trace, context_length=CONTEXT)
     mean_prompt = sum(r.input_tokens for r in reqs) / len(reqs)
     return round2(TTFT_FACTOR * latency_model().prefill_time([round(mean_prompt)], 1.0))
@@ -171,10 +192,10 @@ def all_fixed_budget() -> dict[str, Factory]:
 def autoscaled_policies(trace: str) -> dict[str, Factory]:
     """Replica scalers capped at BUDGET, starting from one replica per role."""
 
-    def ours(mode: str) -> Factory:
+    def ours(mode: str, prefill: int = 80, decode: int = 100) -> Factory:
         def make(tr: str, prefix: bool) -> tuple[FleetSetup, Controller]:
-            s = spec(tr, mode=mode, lo=1, hi=BUDGET)
-            return base_setup(s, prefix, replicas=2), PolicyController(s, f"ours-{mode}")
+            s = spec(tr, mode=mode, lo=1, hi=BUDGET, prefill=prefill, decode=decode)
+            return base_setup(s, prefix, replicas=2), PolicyController(s, f"ours-{mode}-{prefill}-{decode}")
 
         return make
 
@@ -200,6 +221,8 @@ def autoscaled_policies(trace: str) -> dict[str, Factory]:
     return {
         "ours (semipd)": ours("semipd"),
         "ours (replicas only)": ours("replicas"),
+        "ours (semipd, decode 50 %)": ours("semipd", 80, 50),
+        "ours (replicas only, 100/50)": ours("replicas", 100, 50),
         "dynamo-planner (180 s)": dynamo(180.0),
         "dynamo-planner (60 s)": dynamo(60.0),
         "hpa-queue (target 3)": hpa(3.0),
