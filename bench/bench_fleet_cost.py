@@ -141,7 +141,7 @@ def _plot_one(ax: Any, rows: list[dict[str, Any]]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--day-s", type=float, default=7200.0)
-    ap.add_argument("--peak", type=float, default=10.0)
+    ap.add_argument("--peak", type=float, default=14.0)
     ap.add_argument("--out", default=str(RESULTS / "fleet_cost"))
     args = ap.parse_args()
     names = list(common.autoscaled_policies(TRACE))

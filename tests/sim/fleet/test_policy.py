@@ -17,8 +17,13 @@ def spec(mode: str = "semipd", lo: int = 1, hi: int = 4, prefill: int = 40) -> I
         "model": {"name": "m", "source": "hf://m/m", "profile": "llama-3-8b", "maxContextLength": 8192},
         "engine": {"kind": "sim"},
         "nodePools": [
-            {"name": "h200", "accelerator": "nvidia", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
-             "minReplicas": lo, "maxReplicas": hi},
+            {
+                "name": "h200",
+                "accelerator": "nvidia",
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
+                "minReplicas": lo,
+                "maxReplicas": hi,
+            },
         ],
         "semiPD": {"initialPrefillPercent": prefill, "minPrefillPercent": 20, "maxPrefillPercent": 100},
         "slo": {"ttftP99": "500ms", "itlP99": "40ms"},
@@ -66,3 +71,34 @@ def test_fixed_replicas_split_only_reaches_for_ttft_headroom() -> None:
     final = result.timeline[-1].splits
     assert all(x > 30 for x, _ in final.values())
     assert not [a for a in result.actions if a.action == "ScaleOut"]
+
+
+def test_full_gpu_pool_falls_back_to_the_ascend_pool() -> None:
+    doc: dict[str, Any] = {
+        "model": {"name": "m", "source": "hf://m/m", "profile": "llama-3-8b", "maxContextLength": 8192},
+        "engine": {"kind": "sim"},
+        "nodePools": [
+            {
+                "name": "h200",
+                "accelerator": "nvidia",
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
+                "minReplicas": 1,
+                "maxReplicas": 4,
+                "costPerHour": 10.0,
+            },
+            {"name": "ascend", "accelerator": "ascend", "minReplicas": 0, "maxReplicas": 4, "costPerHour": 30.0},
+        ],
+        "semiPD": {"initialPrefillPercent": 40, "minPrefillPercent": 20, "maxPrefillPercent": 100},
+        "slo": {"ttftP99": "1s", "itlP99": "60ms"},
+        "autoscaling": {"interval": "15s", "pendingTimeout": "1m"},
+    }
+    s = InferencePoolSpec.model_validate(doc)
+    # The GPU pool is cheaper per SLO capacity but has room for one replica only.
+    setup = fleet_from_spec(s, capacity={"h200": 1})
+    result = simulate(setup, TRACE, PolicyController(s))
+    fallback = [a for a in result.actions if a.action == "PoolFallback"]
+    assert fallback
+    assert fallback[0].target == "h200"
+    assert result.pools["ascend"]["peak_replicas"] >= 1
+    assert result.pools["ascend"]["hardware"] == "ascend-910b3"
+    assert result.pools["h200"]["replica_hours"] <= result.duration_s / 3600.0 + 1e-9  # never more than one

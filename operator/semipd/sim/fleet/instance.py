@@ -118,7 +118,7 @@ class Instance:
         return self.state is State.READY
 
     def admissible(self, r: SimRequest) -> str:
-        """"" if the engine would take the request, else why it answers 400."""
+        """ "" if the engine would take the request, else why it answers 400."""
         if r.input + r.output > self.context_length:
             return "context"
         if self.kv_need(r) > self.kv.capacity:

@@ -49,9 +49,7 @@ class PolicyController:
             self._notes.append(
                 Note(d.time, d.action, d.reason, d.node_pool, d.pod, f"{d.message} [{details}]", dict(d.details))
             )
-        actions: list[Action] = [
-            SetSplit(c.pod, c.prefill_percent, c.decode_percent, "plan") for c in result.splits
-        ]
+        actions: list[Action] = [SetSplit(c.pod, c.prefill_percent, c.decode_percent, "plan") for c in result.splits]
         for name, n in result.replicas.items():
             if n != current.get(name):
                 actions.append(SetReplicas(name, n, "plan"))

@@ -49,6 +49,3 @@ def static_disaggregated(base: FleetSetup, prefill: int, decode: int) -> tuple[F
 def ratios(budget: int) -> list[tuple[int, int]]:
     """Every (x, y) with x + y = budget instances."""
     return [(x, budget - x) for x in range(1, budget)]
-
-
-
