@@ -144,7 +144,18 @@ def test_a_full_pool_hands_its_demand_to_the_next(cluster: Any, fleet: tuple[Ope
         cluster.kubectl("cordon", node)
     h200_before = ready_replicas(cluster)["h200"]
     rate(load, 20.0)
-    fallback = wait_until(lambda: decisions(cluster, "PoolFallback"), timeout=180, what="a pool fallback")
+    fallback = wait_until(
+        lambda: decisions(cluster, "PoolFallback"),
+        timeout=180,
+        what="a pool fallback",
+        on_timeout=lambda: json.dumps(
+            {
+                "status": pool(cluster).get("status"),
+                "pods": cluster.kubectl("get", "pods", "-n", NS, "-o", "wide").stdout,
+            },
+            indent=1,
+        )[:20000],
+    )
     assert fallback[0]["nodePool"] == "ascend"
     wait_until(lambda: ready_replicas(cluster)["h200"] > h200_before, timeout=120, what="more H200 replicas Ready")
     assert load.failures() == []
@@ -155,9 +166,14 @@ def test_less_load_scales_in_after_the_window(cluster: Any, fleet: tuple[Operato
     for node in ascend_nodes(cluster):
         cluster.kubectl("uncordon", node)
     before = sum(ready_replicas(cluster).values())
+    earlier = {d["time"] for d in decisions(cluster, "ScaleIn")}
     rate(load, 1.0)
     started = time.monotonic()
-    wait_until(lambda: decisions(cluster, "ScaleIn"), timeout=240, what="a scale-in decision")
+    wait_until(
+        lambda: [d for d in decisions(cluster, "ScaleIn") if d["time"] not in earlier],
+        timeout=240,
+        what="a scale-in decision",
+    )
     assert time.monotonic() - started >= 40 - INTERVAL, "scale-in came before the stabilization window"
     wait_until(lambda: sum(ready_replicas(cluster).values()) < before, timeout=120, what="fewer replicas")
     time.sleep(2 * SLICE_S + 6)  # requests in flight to the removed pods finish within the drain delay

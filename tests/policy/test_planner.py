@@ -305,3 +305,13 @@ def test_no_further_scale_out_while_new_replicas_are_starting() -> None:
     p = plan(spec(), observe(hot, **starting), ControllerState(), {"h200": 3, "ascend": 0}, POOLS)
     assert [d for d in p.decisions if d.action == "ScaleOut"] == []
     assert p.replicas == {"h200": 3, "ascend": 0}
+
+
+def test_fallback_still_happens_while_request_metrics_are_missing() -> None:
+    pods = [pod("h0", 10.0, (90, 100), request_rate=None)]
+    pending = {"ascend": {"replicas": 2, "ready": 0, "pending_unschedulable": 2, "unschedulable_since": 900.0}}
+    p = plan(spec(), observe(pods, t=1000.0, **pending), ControllerState(), {"h200": 1, "ascend": 2}, POOLS)
+    assert p.metrics_reason == "NoSamples"
+    assert [d.action for d in p.decisions] == ["PoolFallback"]
+    assert p.replicas["ascend"] == 0
+    assert p.replicas["h200"] > 1

@@ -454,6 +454,13 @@ def plan(
     }
     if not unknown:
         _plan_replicas(run, fits, scratch)
+    else:
+        # Scheduling facts do not come from Prometheus: pods stuck unschedulable still hand their
+        # demand to the next pool while request metrics are missing (e.g. a new pod's first scrape).
+        caps = {np.name: _capacity(run, np, fits) for np in spec.node_pools}
+        full = {k: v for k, v in scratch["full"].items() if run.now - v < FULL_HOLD_S}
+        _fallback(run, caps, full)
+        scratch["full"] = full
     new_state = ControllerState(
         last_change, scratch["slack"], scratch["breach"], scratch["scaled"], scratch["full"], fits
     )
