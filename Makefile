@@ -68,6 +68,10 @@ bench: $(DEMO_STAMP)
 	$(BIN)/python bench/bench_experts.py
 	$(BIN)/python bench/load_generator.py
 	$(BIN)/python bench/latency_model.py
+	$(BIN)/python bench/bench_fleet_attainment.py
+	$(BIN)/python bench/bench_fleet_cost.py
+	$(BIN)/python bench/bench_fleet_speed.py
+	$(BIN)/python bench/bench_reaction.py
 
 clean:
 	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache
