@@ -9,9 +9,10 @@ pod creation (start-up delay, node-pool room) and deletion (drain, then release)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
+from semipd.policy.state import Decision
 from semipd.sim.fleet.instance import Instance
 from semipd.sim.fleet.metrics import ScrapeSeries
 from semipd.sim.fleet.requests import SimRequest
@@ -35,17 +36,10 @@ class SetReplicas:
 Action = SetSplit | SetReplicas
 
 
-@dataclass(frozen=True)
-class Note:
-    """A decision worth reporting that is not itself an action (e.g. the policy's reasoning)."""
-
-    time: float
-    action: str
-    reason: str
-    pool: str | None = None
-    pod: str | None = None
-    message: str = ""
-    details: Mapping[str, str] = field(default_factory=dict)
+Note = Decision
+"""A decision worth reporting that is not itself an action: the policy's own `Decision` record, so
+the operator's decisions and every baseline's notes read the same (time, action, reason, node pool,
+pod, message, details)."""
 
 
 class PoolView(Protocol):

@@ -473,7 +473,7 @@ class Simulator:
             hours += acc_h
             cost += replica_s / 3600.0 * s.cost_per_hour
         for note in self.controller.notes() if self.controller is not None else ():
-            target = note.pod or note.pool or "-"
+            target = note.pod or note.node_pool or "-"
             self.actions.append(ActionRecord(note.time, name, note.action, target, note.message, note.reason))
         self.actions.sort(key=lambda a: a.time)
         return RunResult(
