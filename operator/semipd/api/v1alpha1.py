@@ -351,6 +351,9 @@ class NodePool(ApiModel):
     priority: int = Field(default=0, ge=0, le=1000)
     """Tie-breaker between pools of equal cost: higher is preferred."""
 
+    kv_cache_tokens: int | None = Field(default=None, ge=1, le=1_000_000_000)
+    """KV-cache capacity of one replica in tokens; unset means computed from the accelerator and model profiles (HBM minus weights and activations)."""
+
     engine: EngineOverride | None = None
     """Engine settings for this pool only, replacing the InferencePool-wide `engine` fields that are set."""
 
@@ -472,6 +475,9 @@ class KVCachePlacementSpec(ApiModel):
     policy: KVCachePolicy = KVCachePolicy.HEADROOM
     """`headroom` (steer long prompts by KV headroom) or `off`."""
 
+    hysteresis: float = Field(default=0.1, ge=0.0, le=1.0)
+    """Fraction of per-replica KV capacity by which another pool's headroom must exceed the current long-context pool's before long prompts move."""
+
 
 class ExpertPlacementSpec(ApiModel):
     """MoE expert replication and placement across devices."""
@@ -487,6 +493,9 @@ class ExpertPlacementSpec(ApiModel):
 
     rebalance_interval: Duration = "10m"
     """Minimum time between two rebalances."""
+
+    rebalance_window: Duration = "5m"
+    """How long max/mean device load must stay above the threshold before a rebalance."""
 
 
 class PlacementSpec(ApiModel):
@@ -755,6 +764,119 @@ class PrinterSummary(BaseModel):
     """Last p99 ITL."""
 
 
+class KVCachePoolStatus(BaseModel):
+    """KV-cache capacity, usage and routing weights of one node pool."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True)
+
+    name: str = Field(max_length=40)
+    """Node pool name."""
+
+    capacity_tokens: int = Field(default=0, ge=0, le=1_000_000_000)
+    """KV-cache capacity of one replica, in tokens."""
+
+    usage: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Observed KV-cache usage (fraction, mean over ready replicas); unset when unknown."""
+
+    headroom_tokens: int | None = Field(default=None, ge=0, le=1_000_000_000)
+    """Free KV-cache tokens per replica; unset when usage is unknown."""
+
+    context_range: str = Field(default="", max_length=64)
+    """Prompt lengths this pool serves, as the llm-d context-length-range label value (`min-max` tokens)."""
+
+    short_weight: int = Field(default=0, ge=0, le=100)
+    """Share (percent) of prompts at or below the long-context threshold routed to this pool."""
+
+    long_weight: int = Field(default=0, ge=0, le=100)
+    """Share (percent) of prompts above the long-context threshold routed to this pool."""
+
+
+class KVCachePlacementStatus(BaseModel):
+    """Where long-context requests go and why."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True)
+
+    threshold: int = Field(default=0, ge=0)
+    """Long-context threshold in force (prompt tokens)."""
+
+    long_context_pools: list[Annotated[str, Field(max_length=40)]] = Field(default_factory=list, max_length=8)
+    """Node pools long prompts are steered to."""
+
+    long_request_share: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Observed fraction of prompts above the threshold; unset when unknown."""
+
+    pools: list[KVCachePoolStatus] = Field(
+        default_factory=list,
+        max_length=8,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Per node pool KV capacity, usage and weights."""
+
+    last_change: str | None = Field(default=None, max_length=64, json_schema_extra={"format": "date-time"})
+    """When the long-context pools last changed."""
+
+    reason: str = Field(default="", max_length=128)
+    """Machine-readable CamelCase reason for the current placement."""
+
+    message: str = Field(default="", max_length=1024)
+    """Human-readable detail."""
+
+
+class ExpertPlacementStatus(BaseModel):
+    """The expert placement of one node pool: which map is in force and how balanced it is."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True)
+
+    node_pool: str = Field(max_length=40)
+    """Node pool name."""
+
+    config_map: str = Field(default="", max_length=253)
+    """ConfigMap holding the placement (SGLang and vllm-ascend formats)."""
+
+    version: int = Field(default=0, ge=0, json_schema_extra={"format": "int64"})
+    """Placement version; increases with every rebalance."""
+
+    applied: str = Field(default="0/0", max_length=32)
+    """Ready replicas running this version / ready replicas."""
+
+    max_mean_before: float | None = Field(default=None, ge=0.0)
+    """Max/mean device load of the worst layer under the previous placement, on the load that triggered the rebalance."""
+
+    max_mean_after: float | None = Field(default=None, ge=0.0)
+    """Max/mean device load of the worst layer the new placement predicts on the same load."""
+
+    balancedness_before: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Mean/max device load (SGLang balancedness) under the previous placement."""
+
+    balancedness_after: float | None = Field(default=None, ge=0.0, le=1.0)
+    """Mean/max device load the new placement predicts."""
+
+    last_rebalance: str | None = Field(default=None, max_length=64, json_schema_extra={"format": "date-time"})
+    """When the current version was written."""
+
+    reason: str = Field(default="", max_length=128)
+    """Machine-readable CamelCase reason of the last trigger evaluation."""
+
+    message: str = Field(default="", max_length=1024)
+    """Human-readable detail."""
+
+
+class PlacementStatus(BaseModel):
+    """KV-cache and expert placement in force."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True)
+
+    kv_cache: KVCachePlacementStatus | None = None
+    """Long-context steering between node pools."""
+
+    experts: list[ExpertPlacementStatus] = Field(
+        default_factory=list,
+        max_length=8,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["nodePool"]},
+    )
+    """Per node pool expert placement."""
+
+
 class InferencePoolStatus(BaseModel):
     """Observed state, written only by the operator."""
 
@@ -782,6 +904,9 @@ class InferencePoolStatus(BaseModel):
 
     decisions: list[Decision] = Field(default_factory=list, max_length=20)
     """The most recent decisions, newest last (bounded)."""
+
+    placement: PlacementStatus | None = None
+    """KV-cache and expert placement in force."""
 
     summary: PrinterSummary | None = None
     """Values shown by `kubectl get sipool`."""

@@ -72,8 +72,8 @@ def test_unsorted_history_and_future_samples() -> None:
 
 
 def test_policy_from_spec_and_validation() -> None:
-    spec = ExpertPlacementSpec(enabled=True, rebalance_threshold=1.2, rebalance_interval="15m")
-    p = TriggerPolicy.from_spec(spec, window="2m")
+    spec = ExpertPlacementSpec(enabled=True, rebalance_threshold=1.2, rebalance_interval="15m", rebalance_window="2m")
+    p = TriggerPolicy.from_spec(spec)
     assert (p.threshold, p.window, p.interval, p.gap) == (1.2, 120.0, 900.0, 60.0)
     with pytest.raises(ValueError, match="invalid trigger policy"):
         TriggerPolicy(0.5, 60.0, 60.0)

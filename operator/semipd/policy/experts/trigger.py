@@ -17,9 +17,6 @@ from dataclasses import dataclass, field
 from semipd.api.durations import format_seconds, to_seconds
 from semipd.api.v1alpha1 import ExpertPlacementSpec
 
-DEFAULT_WINDOW = "5m"
-"""How long the imbalance must last; the API has no field for it yet."""
-
 
 @dataclass(frozen=True)
 class TriggerPolicy:
@@ -41,8 +38,8 @@ class TriggerPolicy:
         return self.window / 2 if self.max_gap is None else self.max_gap
 
     @classmethod
-    def from_spec(cls, spec: ExpertPlacementSpec, window: str = DEFAULT_WINDOW) -> TriggerPolicy:
-        return cls(spec.rebalance_threshold, to_seconds(window), to_seconds(spec.rebalance_interval))
+    def from_spec(cls, spec: ExpertPlacementSpec) -> TriggerPolicy:
+        return cls(spec.rebalance_threshold, to_seconds(spec.rebalance_window), to_seconds(spec.rebalance_interval))
 
 
 @dataclass(frozen=True)
