@@ -149,7 +149,7 @@ def evaluate(
             for p in spec.node_pools
         ]
     summary = _summary(current, pools)
-    observed, decisions = current.observed, current.decisions
+    observed, decisions, placement = current.observed, current.decisions, current.placement
     if autoscale is not None and not problems:
         if autoscale.observed is not None:
             observed = Observed.model_validate(autoscale.observed)
@@ -157,6 +157,7 @@ def evaluate(
                 update={"ttft_p99": observed.ttft_p99 or "-", "itl_p99": observed.itl_p99 or "-"}
             )
         decisions = list(autoscale.decisions)
+        placement = autoscale.placement() or placement
     status = current.model_copy(
         update={
             "observed_generation": generation,
@@ -165,6 +166,7 @@ def evaluate(
             "summary": summary,
             "observed": observed,
             "decisions": decisions,
+            "placement": placement,
         }
     )
     return Evaluation(spec, problems, status, c.transitions(current.conditions, status.conditions))

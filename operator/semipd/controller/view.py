@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from semipd.api.v1alpha1 import Decision
+from semipd.api.v1alpha1 import Decision, ExpertPlacementStatus, KVCachePlacementStatus, PlacementStatus
 from semipd.policy.state import ControllerState
 
 MAX_DECISIONS = 20
@@ -25,4 +25,14 @@ class AutoscaleView:
     observed: dict[str, Any] | None = None
     decisions: deque[Decision] = field(default_factory=lambda: deque(maxlen=MAX_DECISIONS))
     state: ControllerState = field(default_factory=ControllerState)
+    kv_cache: KVCachePlacementStatus | None = None
+    """Long-context steering in force (set by the KV-cache placement step)."""
+    experts: dict[str, ExpertPlacementStatus] = field(default_factory=dict)
+    """Expert placement per node pool (set by the expert placement step)."""
     next_due: float = 0.0
+
+    def placement(self) -> PlacementStatus | None:
+        """The placement status to publish, or None when no placement step has run yet."""
+        if self.kv_cache is None and not self.experts:
+            return None
+        return PlacementStatus(kv_cache=self.kv_cache, experts=[self.experts[k] for k in sorted(self.experts)])
