@@ -39,7 +39,7 @@ MANIFEST = {
         "engine": {"kind": "sim", "args": ["--load-time", "3"]},
         "nodePools": [
             {"name": "h200", "accelerator": "nvidia", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
-             "minReplicas": 1, "maxReplicas": 3, "costPerHour": 10},
+             "minReplicas": 1, "maxReplicas": 4, "costPerHour": 10},
             {"name": "ascend", "accelerator": "ascend", "nodeSelector": {"accelerator": "huawei-Ascend910"},
              "tolerations": [{"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}],
              "minReplicas": 0, "maxReplicas": 4, "costPerHour": 1},

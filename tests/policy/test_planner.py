@@ -315,3 +315,33 @@ def test_fallback_still_happens_while_request_metrics_are_missing() -> None:
     assert [d.action for d in p.decisions] == ["PoolFallback"]
     assert p.replicas["ascend"] == 0
     assert p.replicas["h200"] > 1
+
+
+def test_a_persistent_breach_the_model_cannot_explain_adds_one_replica() -> None:
+    # A long calm history at other loads pins the fit; then every pod misses TTFT at the top of its
+    # split range while the fitted capacity still covers the demand (the model is wrong here).
+    s = spec()
+    state = ControllerState()
+    current = {"h200": 2, "ascend": 0}
+    t = 0.0
+    for i in range(24):
+        r = 2.0 + (i % 4)
+        calm = [pod("h0", r, (90, 100)), pod("h1", r, (90, 100))]
+        state = plan(s, observe(calm, t=t), state, current, POOLS).state
+        t += 10.0
+    hot = [pod("h0", 3.0, (90, 100), ttft_p99=1.5), pod("h1", 3.0, (90, 100), ttft_p99=1.5)]
+    actions: list[tuple[float, str]] = []
+    start = t
+    for _ in range(4):
+        p = plan(s, observe(hot, t=t), state, current, POOLS)
+        state, current = p.state, p.replicas
+        actions += [(t - start, d.reason) for d in p.decisions if d.action == "ScaleOut"]
+        t += 10.0
+    assert actions == [(30.0, "SLOMissedDespiteModel")], actions
+    assert sum(current.values()) == 3
+    # The next step waits another full window, and a met SLO resets the clock.
+    p = plan(s, observe(hot, t=t), state, current, POOLS)
+    assert [d for d in p.decisions if d.action == "ScaleOut"] == []
+    calm = [pod("h0", 3.0, (90, 100)), pod("h1", 3.0, (90, 100))]
+    p = plan(s, observe(calm, t=t + 10), p.state, current, POOLS)
+    assert "model" not in p.state.breach_since

@@ -37,6 +37,9 @@ MIN_WINDOW_REQUESTS = 20.0
 handful of requests is noise; Semi-PD's own controller waits for 400)."""
 FULL_HOLD_S = 600.0
 """How long a node pool found full stays out of scale-out decisions."""
+MODEL_DOUBT_INTERVALS = 3.0
+"""Evaluation intervals an SLO may stay missed, with no split change left to fix it, while the fitted
+model still claims enough capacity, before one replica is added anyway (the model is wrong)."""
 
 
 @dataclass(frozen=True)
@@ -294,7 +297,8 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
         if _starting(run):
             return  # replicas from an earlier scale-out are still starting: judge them once they serve
         if not _cost_order(run, caps):
-            _step_out(run, full, state, demand, supply)
+            text = "+1 replica: an SLO is missed and the fitted curves show no capacity to size the step"
+            _step_out(run, full, state, demand, supply, [], "SLOAtRiskNoModel", text)
             return
         for q in _cost_order(run, caps):
             if deficit <= 1e-9:
@@ -321,6 +325,19 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
         state["breach"].pop("*", None)
         return
     state["breach"].pop("*", None)
+    if _slo_at_risk(run):
+        # Observation beats the model: the SLO is missed and no split fixes it, though the fit says
+        # capacity suffices (a router skew, an unmodelled prompt mix, a noisy fit).
+        since = state["breach"].setdefault("model", run.now)
+        doubt = max(to_seconds(auto.scale_up_stabilization), MODEL_DOUBT_INTERVALS * interval)
+        if run.now - since >= doubt and not _starting(run):
+            state["breach"]["model"] = run.now  # a further replica waits another full doubt window
+            _step_out(run, full, state, demand, supply, _cost_order(run, caps), "SLOMissedDespiteModel",
+                      f"+1 replica: an SLO stayed missed for {doubt:.0f}s with no split change left, although "
+                      f"the fitted SLO capacity {supply:.3g}/s covers demand {demand:.3g}/s")  # fmt: skip
+        state["slack"].pop("*", None)
+        return
+    state["breach"].pop("model", None)
     observed = [run.obs.pools.get(np.name) for np in run.spec.node_pools if run.replicas[np.name]]
     if not all(_has_slack(run, p) for p in observed if p is not None):
         state["slack"].pop("*", None)
@@ -351,18 +368,23 @@ def _plan_replicas(run: _Run, fits: Mapping[str, Fit], state: dict[str, dict[str
 
 
 def _step_out(
-    run: _Run, full: Mapping[str, float], state: dict[str, dict[str, float]], demand: float, supply: float
+    run: _Run,
+    full: Mapping[str, float],
+    state: dict[str, dict[str, float]],
+    demand: float,
+    supply: float,
+    order: list[NodePool],
+    reason: str,
+    message: str,
 ) -> None:
-    """SLO at risk but the fitted model sees no usable capacity anywhere: one replica into the cheapest
-    pool with room, rather than none (the next evaluations refit with the new replica's samples)."""
-    for q in sorted(run.spec.node_pools, key=lambda np: (np.cost_per_hour, -np.priority, np.name)):
+    """One replica into the first pool of `order` with room (by raw cost when `order` is empty), rather
+    than a model-sized step the model cannot give; the next evaluations refit with its samples."""
+    ranked = order or sorted(run.spec.node_pools, key=lambda np: (np.cost_per_hour, -np.priority, np.name))
+    for q in ranked:
         if q.name not in full and run.replicas[q.name] < q.max_replicas:
             run.replicas[q.name] += 1
             state["scaled"][q.name] = run.now
-            run.decide(
-                "ScaleOut", "SLOAtRiskNoModel", "+1 replica: an SLO is missed and the fitted curves show no "
-                "capacity to size the step", q.name, demand=_f(demand), supply=_f(supply), added=1,
-            )  # fmt: skip
+            run.decide("ScaleOut", reason, message, q.name, demand=_f(demand), supply=_f(supply), added=1)
             return
 
 
