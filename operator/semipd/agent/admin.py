@@ -4,6 +4,8 @@ GET /healthz            liveness, no auth
 GET /readyz             200 while the engine is serving (not starting/restarting/draining), no auth
 GET /v1/split           current split, state, last switch and last error        (bearer token)
 PUT /v1/split           {"prefillPercent": P, "decodePercent": D}; ?wait=false -> 202 (bearer token)
+GET /v1/experts         expert placement version in force                        (bearer token)
+PUT /v1/experts         a semipd.io/expert-placement envelope (agent/experts.py)  (bearer token)
 GET /metrics            Prometheus text                                          (bearer token)
 """
 
@@ -15,6 +17,7 @@ from typing import Any
 
 from semipd.agent import httpwire
 from semipd.agent.auth import TokenError, TokenFile, bearer_matches
+from semipd.agent.experts import ExpertsEndpoint
 from semipd.agent.promtext import CONTENT_TYPE
 from semipd.agent.split import SplitRequestError, parse_split_request
 from semipd.agent.supervisor import Supervisor, SwitchFailed, SwitchRejected
@@ -23,7 +26,13 @@ log = logging.getLogger("semipd.agent.admin")
 
 REQUEST_READ_TIMEOUT = 10.0
 READY_TIMEOUT = 2.0
-ROUTES = {"/healthz": ("GET",), "/readyz": ("GET",), "/v1/split": ("GET", "PUT"), "/metrics": ("GET",)}
+ROUTES = {
+    "/healthz": ("GET",),
+    "/readyz": ("GET",),
+    "/v1/split": ("GET", "PUT"),
+    "/v1/experts": ("GET", "PUT"),
+    "/metrics": ("GET",),
+}
 PUBLIC = ("/healthz", "/readyz")
 
 
@@ -37,6 +46,7 @@ class AdminServer:
         self.tokens = tokens
         self.host = host
         self.port = port
+        self.experts = ExpertsEndpoint(supervisor)
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -96,6 +106,8 @@ class AdminServer:
             return await self._readyz()
         if req.path == "/metrics":
             return httpwire.render_response(200, self.sup.metrics.render().encode(), CONTENT_TYPE)
+        if req.path == "/v1/experts":
+            return await (self.experts.get() if req.method == "GET" else self.experts.put(req.body))
         if req.method == "GET":
             return httpwire.json_response(200, self.sup.status())
         return await self._put_split(req)

@@ -1,4 +1,5 @@
-"""The agent's own Prometheus metrics: the split in force, switch counts and durations, worker restarts."""
+"""The agent's own Prometheus metrics: the split in force, switch counts and durations, worker restarts,
+and the expert placement version in force with rebalance counts."""
 
 from __future__ import annotations
 
@@ -28,6 +29,18 @@ class AgentMetrics:
         self.switch_in_progress = Gauge("semipd_agent_switch_in_progress", "1 while a split change runs.")
         self.engine_up = Gauge("semipd_agent_engine_up", "1 while the engine is started and serving.")
         self.mps_daemon = Gauge("semipd_agent_mps_daemon_running", "1 if this agent runs the MPS control daemon.")
+        self.expert_placement_version = Gauge(
+            "semipd_agent_expert_placement_version", "Expert placement version the engine last reported in force."
+        )
+        self.expert_rebalances = Counter(
+            "semipd_agent_expert_rebalances_total", "Expert placements forwarded to the engine and in force."
+        )
+        self.failed_expert_rebalances = Counter(
+            "semipd_agent_failed_expert_rebalances_total", "Expert placements the engine refused or did not apply."
+        )
+        self.expert_rebalance_in_progress = Gauge(
+            "semipd_agent_expert_rebalance_in_progress", "1 while an expert placement is being applied."
+        )
         for metric in (
             self.info,
             self.prefill_percent,
@@ -39,12 +52,17 @@ class AgentMetrics:
             self.switch_in_progress,
             self.engine_up,
             self.mps_daemon,
+            self.expert_placement_version,
+            self.expert_rebalances,
+            self.failed_expert_rebalances,
+            self.expert_rebalance_in_progress,
         ):
             self.registry.add(metric)
         self.info.set(1, engine=engine, switch_mode=switch_mode)
         self.switch_in_progress.set(0)
         self.engine_up.set(0)
         self.mps_daemon.set(0)
+        self.expert_rebalance_in_progress.set(0)
 
     def render(self) -> str:
         return self.registry.render()

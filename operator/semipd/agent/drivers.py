@@ -68,6 +68,8 @@ class Driver:
     default_port: int | None = None
     health_path: str | None = None
     unsupported_reason = ""
+    supports_expert_rebalance = False
+    """The engine loads a new expert map while serving (agent/experts.py forwards `PUT /v1/experts`)."""
 
     @property
     def supports_split(self) -> bool:
@@ -100,6 +102,7 @@ class SimDriver(Driver):
 
     kind = "sim"
     switch_mode = STANDBY_SWAP
+    supports_expert_rebalance = True
     default_split = Split(50, 100)
     default_port = 8000
     health_path = "/health"

@@ -49,6 +49,8 @@ class EngineConfig:
     enable_semi_pd: bool
     expert_skew: float
     expert_seed: int
+    ep_size: int | None
+    redundant_experts: int
     drain_timeout: float
     attach_timeout: float
     metrics_clock: str
@@ -103,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--expert-skew", type=float, default=1.0, help="Zipf exponent of expert popularity")
     p.add_argument("--expert-seed", type=int, default=0)
+    p.add_argument("--ep-size", type=int, default=None, help="expert-parallel devices (default: --tp)")
+    p.add_argument(
+        "--ep-num-redundant-experts", type=int, default=0, help="extra physical expert slots (as SGLang's flag)"
+    )
     p.add_argument("--drain-timeout", type=float, default=30.0, help="s to finish in-flight requests on SIGTERM")
     p.add_argument("--attach-timeout", type=float, default=60.0, help="prefill worker: s to reach the owner")
     p.add_argument(
@@ -141,6 +147,8 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> E
         raise ConfigError("--speedup must be > 0")
     if ns.tp < 1 or ns.max_running < 1 or ns.default_max_tokens < 1:
         raise ConfigError("--tp, --max-running and --default-max-tokens must be >= 1")
+    if (ns.ep_size is not None and ns.ep_size < 1) or ns.ep_num_redundant_experts < 0:
+        raise ConfigError("--ep-size must be >= 1 and --ep-num-redundant-experts >= 0")
     prefill = _percent_from(
         ns.prefill_percent, environ, (MPS_PERCENT_ENV, SEMI_PD_PREFILL_ENV), DEFAULT_PREFILL_PERCENT
     )
@@ -174,6 +182,8 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> E
         enable_semi_pd=ns.enable_semi_pd,
         expert_skew=ns.expert_skew,
         expert_seed=ns.expert_seed,
+        ep_size=ns.ep_size,
+        redundant_experts=ns.ep_num_redundant_experts,
         drain_timeout=ns.drain_timeout,
         attach_timeout=ns.attach_timeout,
         metrics_clock=ns.metrics_clock,

@@ -1,7 +1,8 @@
 """Prometheus metrics of the simulated engine under SGLang 0.4.4 names and bucket edges (Semi-PD fork).
 
 Also `semipd_sim:*` series that only the simulator has (shares in force, speedup, per-expert token
-counters for MoE models, computed at scrape time from the routed-token total).
+counters for MoE models and per-device load under the expert map in force, computed at scrape time
+from the routed-token total).
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from semipd.sim.engine.experts import ExpertPlacement
 
 TTFT_BUCKETS = (0.1, 0.3, 0.5, 0.7, 0.9, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 120, 160)
 TPOT_BUCKETS = (
@@ -25,11 +28,22 @@ E2E_BUCKETS = (0.1, 0.2, 0.4, 0.8, 1, 2, 5, 10, 20, 40, 60, 80, 100, 150, 200, 2
 
 
 class ExpertCollector(Collector):
-    """semipd_sim:expert_tokens_total{layer,expert}: routed tokens x per-layer hit probability."""
+    """semipd_sim:expert_tokens_total{layer,expert}: routed tokens x per-layer hit probability.
 
-    def __init__(self, model_name: str, hit_probabilities: Sequence[Sequence[float]]) -> None:
+    With a placement (an EP layout over devices): semipd_sim:expert_device_tokens_total{layer,device}
+    under the maps in force over time, and the map in force's version, SGLang balancedness (mean over
+    layers of mean/max device load) and worst-layer max/mean.
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        hit_probabilities: Sequence[Sequence[float]],
+        placement: ExpertPlacement | None = None,
+    ) -> None:
         self.model_name = model_name
         self.hits = hit_probabilities
+        self.placement = placement
         self.routed_tokens = 0
 
     def collect(self) -> Iterable[Metric]:
@@ -42,12 +56,55 @@ class ExpertCollector(Collector):
             for expert, q in enumerate(probs):
                 family.add_metric([self.model_name, str(layer), str(expert)], self.routed_tokens * q)
         yield family
+        if self.placement is not None:
+            yield from self._placement_families(self.placement)
+
+    def _placement_families(self, placement: ExpertPlacement) -> Iterable[Metric]:
+        devices = CounterMetricFamily(
+            "semipd_sim:expert_device_tokens",
+            "Tokens each EP device processed per MoE layer, under the expert map in force at the time.",
+            labels=["model_name", "layer", "device"],
+        )
+        for layer, row in enumerate(placement.device_tokens(self.routed_tokens).tolist()):
+            for device, value in enumerate(row):
+                devices.add_metric([self.model_name, str(layer), str(device)], value)
+        yield devices
+        for name, doc, value in (
+            (
+                "semipd_sim:expert_placement_version",
+                "Version of the expert map in force (0: trivial).",
+                placement.version,
+            ),
+            (
+                "semipd_sim:expert_balancedness",
+                "Mean over MoE layers of mean/max device load under the map in force (SGLang's definition).",
+                placement.balancedness(),
+            ),
+            (
+                "semipd_sim:expert_max_over_mean",
+                "Max/mean device load of the worst MoE layer under the map in force.",
+                placement.worst_max_over_mean(),
+            ),
+        ):
+            gauge = GaugeMetricFamily(name, doc, labels=["model_name"])
+            gauge.add_metric([self.model_name], float(value))
+            yield gauge
+        rebalances = CounterMetricFamily(
+            "semipd_sim:expert_rebalances", "Expert maps loaded since start-up.", labels=["model_name"]
+        )
+        rebalances.add_metric([self.model_name], placement.rebalances)
+        yield rebalances
 
 
 class EngineMetrics:
     """The engine's series, bound to their label values once (the hot path only observes)."""
 
-    def __init__(self, model_name: str, hit_probabilities: Sequence[Sequence[float]] | None) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        hit_probabilities: Sequence[Sequence[float]] | None,
+        placement: ExpertPlacement | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         gauge_names = ["model_name", "engine_type"]
@@ -89,5 +146,5 @@ class EngineMetrics:
         self.requeued = Counter("semipd_sim:requeued_requests", "Requests re-prefilled after a worker died", registry=r)
         self.experts: ExpertCollector | None = None
         if hit_probabilities is not None:
-            self.experts = ExpertCollector(model_name, hit_probabilities)
+            self.experts = ExpertCollector(model_name, hit_probabilities, placement)
             r.register(self.experts)

@@ -30,7 +30,8 @@ from semipd.agent.runpaths import control_socket, ipc_socket
 from semipd.sim.engine import ipc
 from semipd.sim.engine.batching import KvPool, take_prefill_batch
 from semipd.sim.engine.config import EngineConfig
-from semipd.sim.engine.experts import layer_hit_probabilities
+from semipd.sim.engine.expertapi import ExpertLocationApi
+from semipd.sim.engine.experts import ExpertPlacement, PlacementError, layer_hit_probabilities
 from semipd.sim.engine.metrics import EngineMetrics
 from semipd.sim.engine.openai import (
     CHAT,
@@ -121,12 +122,26 @@ class DecodeOwner:
         self._idle = asyncio.Event()
         self._idle.set()
         hits = None
+        placement, no_placement = None, ""
         m = model.model
         if m.is_moe:
             hits = layer_hit_probabilities(
                 m.moe_layers, m.experts, m.experts_per_token, cfg.expert_skew, cfg.expert_seed
             )
-        self.metrics = EngineMetrics(cfg.served_model_name, hits)
+            try:
+                placement = ExpertPlacement(hits, cfg.ep_size or cfg.tp, cfg.redundant_experts)
+            except PlacementError as e:
+                no_placement = f"no expert placement: {e}"
+                log.warning("%s", no_placement)
+        self.metrics = EngineMetrics(cfg.served_model_name, hits, placement)
+        experts = self.metrics.experts
+        self.expert_api = ExpertLocationApi(
+            placement,
+            lambda: 0.0 if experts is None else float(experts.routed_tokens),
+            m.expert_params * m.bytes_per_param,
+            cfg.speedup,
+            no_placement,
+        )
         self.metrics.max_total_num_tokens.set(capacity)
         self.metrics.speedup.set(cfg.speedup)
         self.metrics.decode_percent.set(self.decode_percent)
@@ -559,6 +574,7 @@ class DecodeOwner:
         app.router.add_post("/v1/workers/{wid}/activate", self._control_activate)
         app.router.add_put("/v1/decode-share", self._control_decode_share)
         app.router.add_post("/v1/drain", self._control_drain)
+        self.expert_api.add_routes(app)
         return app
 
     async def drain(self, timeout: float) -> None:
