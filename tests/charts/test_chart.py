@@ -133,7 +133,8 @@ def test_rbac_has_exact_verbs_and_no_wildcards(render: Render) -> None:
     assert got[("", "events")] == {"create"}
     assert got[("semipd.io", "inferencepools/status")] == {"patch"}
     assert ("", "namespaces") not in got, "cluster-wide Kopf does not scan namespaces"
-    assert ("", "configmaps") not in got
+    # Expert-placement ConfigMaps: written and read back by name, never listed or watched.
+    assert got[("", "configmaps")] == {"get", "create", "patch"}
     for verbs in got.values():
         assert "update" not in verbs or verbs == {"update"}  # only inferencepools/finalizers
     binding = one(render(), "ClusterRoleBinding")
@@ -150,6 +151,8 @@ def required_rules() -> dict[Rule, set[str]]:
         ("", "nodes"): {"list", "watch"},  # track_node
         ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},  # Kopf scanning, track_gie_crd
         ("", "events"): {"create"},  # EventRecorder, Kopf's warnings
+        # controller/experts.py: ChildClient.get of the version in force, ChildClient.apply of a new version
+        ("", "configmaps"): {"get", "create", "patch"},
     }
     plural_of = {kind: (group, plural) for group, _, plural, kind in CHILD_KINDS}
     plural_of["v1/Secret"] = ("", "secrets")

@@ -73,6 +73,41 @@ class AgentClient:
             await asyncio.sleep(0.5 * 2**attempt)
         return last
 
+    async def experts(self, ip: str, port: int, token: str) -> dict[str, Any] | None:
+        """One agent's `GET /v1/experts` (version in force), or None when it cannot be read."""
+        async with self._limit:
+            try:
+                rsp = await self._http.get(
+                    f"http://{ip}:{port}/v1/experts", headers={"Authorization": f"Bearer {token}"}
+                )
+                doc = rsp.json() if rsp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                return None
+        return doc if isinstance(doc, dict) else None
+
+    async def set_experts(self, ip: str, port: int, token: str, envelope: str, timeout: float = 60.0) -> str | None:
+        """`PUT /v1/experts` with a placement envelope; waits until the engine has it. None or the error."""
+        last = "no attempt"
+        for attempt in range(3):
+            async with self._limit:
+                try:
+                    rsp = await self._http.put(
+                        f"http://{ip}:{port}/v1/experts",
+                        content=envelope.encode(),
+                        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+                        timeout=httpx.Timeout(timeout, connect=1.0),
+                    )
+                except httpx.HTTPError as err:
+                    last = f"{type(err).__name__}: {err}"
+                else:
+                    if rsp.status_code == 200:
+                        return None
+                    last = f"HTTP {rsp.status_code}: {rsp.text[:200]}"
+                    if rsp.status_code != 409:  # a split change or another rebalance: worth a retry
+                        return last
+            await asyncio.sleep(0.5 * 2**attempt)
+        return last
+
     async def splits(self, ips: Mapping[str, str], port: int, token: str) -> dict[str, tuple[int, int]]:
         """Splits of every reachable agent, by pod name."""
         names = list(ips)

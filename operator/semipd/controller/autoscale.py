@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from semipd.api.durations import format_seconds, to_seconds
@@ -19,6 +20,7 @@ from semipd.api.v1alpha1 import Decision as StatusDecision
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.controller import metrics
 from semipd.controller.agents import ready_pod_ips
+from semipd.controller.experts import place_experts
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
@@ -118,6 +120,8 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
         if err:
             failed.append(f"{change.pod}: {err}")
             logger.warning("split change on %s failed: %s", change.pod, err)
+    experts = await place_experts(ctx, body, spec, source, by_np, token, view, now)
+    result = replace(result, decisions=(*result.decisions, *experts))
     for d in result.decisions:
         metrics.DECISIONS.labels(namespace=namespace, pool=name, action=d.action, reason=d.reason).inc()
         view.decisions.append(status_decision(d))

@@ -74,14 +74,28 @@ class ChildClient:
             self._dynamic = await DynamicClient(self._api)  # type: ignore[no-untyped-call]
         return await self._dynamic.resources.get(api_version=api_version, kind=kind)
 
-    async def apply(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply `body` under our field manager, taking over conflicting fields."""
+    async def apply(self, body: dict[str, Any], *, manager_suffix: str = "") -> dict[str, Any]:
+        """Server-side apply `body` under our field manager, taking over conflicting fields.
+
+        A `manager_suffix` applies under a second manager: its fields survive applies of the full
+        object that do not carry them (the expert-placement rollout annotation)."""
         resource = await self._resource(body["apiVersion"], body["kind"])
         metrics.API_REQUESTS.labels(verb="apply", kind=body["kind"]).inc()
         assert self._dynamic is not None
         live = await self._dynamic.server_side_apply(  # type: ignore[no-untyped-call]
-            resource, body=body, field_manager=self._field_manager, force_conflicts=True
+            resource, body=body, field_manager=self._field_manager + manager_suffix, force_conflicts=True
         )
+        return cast(dict[str, Any], live.to_dict())
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """One object of a kind the operator does not watch, or None if it does not exist."""
+        resource = await self._resource(api_version, kind)
+        metrics.API_REQUESTS.labels(verb="get", kind=kind).inc()
+        assert self._dynamic is not None
+        try:
+            live = await self._dynamic.get(resource, name=name, namespace=namespace)  # type: ignore[no-untyped-call]
+        except NotFoundError:
+            return None
         return cast(dict[str, Any], live.to_dict())
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:

@@ -29,6 +29,12 @@ class EngineCapabilities:
     accelerators: frozenset[Accelerator]
     switch_mode: SwitchMode
     supports_expert_rebalance: bool = False
+    """The engine moves experts while serving: its own EPLB (vLLM) or a map pushed through the agent
+    (the simulator; `semipd.agent.drivers.Driver.supports_expert_rebalance` says which)."""
+    reads_expert_map_at_startup: bool = False
+    """The engine loads an expert map file at start-up, so a new map means a rolling restart
+    (upstream SGLang `--init-expert-location`, vllm-ascend `expert_map_path`). No shipped driver
+    mounts the placement ConfigMap yet, so no kind sets this."""
 
     @property
     def supports_split(self) -> bool:
@@ -46,9 +52,9 @@ CAPABILITIES: dict[EngineKind, EngineCapabilities] = {
     EngineKind.VLLM: EngineCapabilities(_NVIDIA, SwitchMode.NONE, supports_expert_rebalance=True),
     EngineKind.VLLM_ASCEND: EngineCapabilities(_ASCEND, SwitchMode.NONE, supports_expert_rebalance=True),
     EngineKind.MINDIE: EngineCapabilities(_ASCEND, SwitchMode.NONE),
-    # The simulated engine mirrors the DistServe-branch standby swap on either vendor. The Semi-PD fork
-    # (SGLang 0.4.4) predates SGLang's EPLB, and the simulator only counts expert load: no rebalance.
-    EngineKind.SIM: EngineCapabilities(_NVIDIA | _ASCEND, SwitchMode.STANDBY_SWAP),
+    # The simulated engine mirrors the DistServe-branch standby swap on either vendor, and loads expert
+    # maps online like SGLang's update_expert_location. The Semi-PD fork (SGLang 0.4.4) predates EPLB.
+    EngineKind.SIM: EngineCapabilities(_NVIDIA | _ASCEND, SwitchMode.STANDBY_SWAP, supports_expert_rebalance=True),
 }
 
 

@@ -133,3 +133,13 @@ class MetricSet:
 
     def kv_usage_max(self, by: Sequence[str] = (), selector: str = "") -> str:
         return f"max{_by(by)} ({self.kv_usage}{_matchers(selector)})"
+
+    # --- experts -------------------------------------------------------------------------------------
+
+    def expert_load(self, window: str, selector: str = "") -> str | None:
+        """Tokens per (MoE layer, logical expert) over the window, summed over pods; None when the
+        engine exports no per-expert counter (only the simulator does; see docs/placement.md)."""
+        counter = self.extra.get("expert_tokens_total")
+        if counter is None:
+            return None
+        return f"sum by (layer, expert) (increase({counter}{_matchers(selector)}[{_check_window(window)}]))"

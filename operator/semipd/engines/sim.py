@@ -80,7 +80,7 @@ class SimDriver(EngineDriver):
             raise DriverError(f"node pool {ctx.node_pool.name}: {e}") from e
 
     def engine_command(self, ctx: EngineContext) -> list[str]:
-        return [
+        cmd = [
             "python3", "-m", "semipd", "sim-engine",
             "--role", "decode-owner",
             "--host", POD_IP,
@@ -92,6 +92,11 @@ class SimDriver(EngineDriver):
             "--served-model-name", ctx.model.name,
             "--context-length", str(ctx.model.max_context_length),
         ]  # fmt: skip
+        experts = ctx.spec.placement.experts
+        if ctx.model.architecture == Architecture.MOE and experts.enabled:
+            # One replica is one EP group over its accelerators (the engine's default --ep-size is --tp).
+            return [*cmd, "--ep-num-redundant-experts", str(experts.redundant_experts)]
+        return cmd
 
 
 SIM = SimDriver(
