@@ -4,6 +4,10 @@ Prometheus scrapes, controller ticks, and the accounting that becomes a RunResul
 One heap of (time, seq, handler, arg); arrivals are merged from the sorted trace instead of being
 pushed. Decode batches are stepped (one event per decode iteration, not per token), and a step's
 tokens are counted in bulk, so cost grows with instance-busy time, not tokens.
+
+With a `kv_spec`, the simulated operator re-plans the KV-cache placement with the shipped
+`plan_kv_placement` at its interval, from the scraped KV-usage gauges (mean over each pool's ready
+pods) and the share of long prompts each pool was sent, and the router reads the result.
 """
 
 from __future__ import annotations
@@ -16,8 +20,12 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
+from semipd.api.durations import to_seconds
+from semipd.api.v1alpha1 import InferencePoolSpec, KVCachePlacementStatus, KVCachePolicy
+from semipd.policy.kvcache import KVPoolObservation, plan_kv_placement
 from semipd.sim.fleet.baselines.colocated import ColocatedInstance
 from semipd.sim.fleet.controller import Controller, SetReplicas, SetSplit
 from semipd.sim.fleet.instance import Instance, SemiPDInstance, State
@@ -26,13 +34,14 @@ from semipd.sim.fleet.requests import SimRequest
 from semipd.sim.fleet.results import (
     FINE_ITL_BOUNDS,
     ActionRecord,
+    KVPlacementRecord,
     RunResult,
     Sample,
     fine_quantile,
     outcome_stats,
     percentile,
 )
-from semipd.sim.fleet.router import Router
+from semipd.sim.fleet.router import KVSteering, Router
 from semipd.sim.fleet.setup import FleetSetup, PoolSetup
 from semipd.sim.traces import TraceRequest
 
@@ -120,6 +129,12 @@ class Simulator:
         self._last_sample = 0.0
         self._sample_index = 0
         self.events = 0
+        self.kv = KVSteering(setup.kv_routing)
+        self.kv_log: list[KVPlacementRecord] = []
+        self._kv_sent: dict[str, list[int]] = {p.name: [0, 0] for p in setup.pools}
+        """Per pool: [requests, long requests] routed since the last KV plan."""
+        self._kv_window: deque[dict[str, list[int]]] = deque()
+        """The last plans' _kv_sent, covering the spec's SLO window (what a rate over the window sees)."""
 
     # --- scheduling ------------------------------------------------------------------------------
 
@@ -218,8 +233,11 @@ class Simulator:
         pool.created += 1
         counters = EngineCounters(s.metrics.ttft_buckets, s.metrics.itl_buckets, self.fine_itl)
         cfg = s.instance
+        if cfg.kv_wait_s is None and self.setup.kv_wait_s is not None:
+            cfg = replace(cfg, kv_wait_s=self.setup.kv_wait_s)
         if self.setup.prefix_cache and cfg.prefix_cache_blocks is None and s.kind != "decode":
-            blocks = int(s.model.kv_capacity_tokens() * self.setup.prefix_cache_fraction) // 512
+            capacity = cfg.kv_capacity or s.model.kv_capacity_tokens()
+            blocks = int(capacity * self.setup.prefix_cache_fraction) // 512
             cfg = replace(cfg, prefix_cache_blocks=max(1, blocks))
         inst: Instance
         if s.kind == "colocated":
@@ -304,7 +322,52 @@ class Simulator:
         if not admissible:
             self.dropped(r, now, why)
             return
-        self.router.pick(r, admissible).submit(r, now)
+        chosen = self.router.pick(r, self.kv.candidates(r, admissible))
+        sent = self._kv_sent[chosen.pool]
+        sent[0] += 1
+        if self.kv.is_long(r):
+            sent[1] += 1
+        chosen.submit(r, now)
+
+    # --- KV-cache placement --------------------------------------------------------------------
+
+    def _kv_observe(self, spec: InferencePoolSpec) -> dict[str, KVPoolObservation]:
+        """What the operator's queries would return: ready pods and mean KV usage per node pool, and the
+        share of long prompts each pool was sent over the SLO window."""
+        interval = self.setup.kv_interval_s or to_seconds(spec.autoscaling.interval)
+        self._kv_window.append(self._kv_sent)
+        while len(self._kv_window) > max(1, math.ceil(to_seconds(spec.slo.window) / interval)):
+            self._kv_window.popleft()
+        self._kv_sent = {p.name: [0, 0] for p in self.setup.pools}
+        observed = {}
+        for np in spec.node_pools:
+            pool = self._pools.get(np.name)
+            if pool is None:
+                continue
+            ready = pool.ready()
+            gauges = [g.kv_usage for i in ready if (g := self._series[i.name].gauges) is not None]
+            usage = min(1.0, sum(gauges) / len(gauges)) if gauges else None
+            sent = sum(w[np.name][0] for w in self._kv_window)
+            long = sum(w[np.name][1] for w in self._kv_window)
+            observed[np.name] = KVPoolObservation(np.name, len(ready), usage, long / sent if sent else None)
+        return observed
+
+    def _kv_plan(self, _: None, now: float) -> None:
+        spec = self.setup.kv_spec
+        assert spec is not None
+        observed = self._kv_observe(spec)
+        stamp = datetime.fromtimestamp(now, UTC).isoformat().replace("+00:00", "Z")
+        current = self.kv.status
+        status = plan_kv_placement(spec, observed, current, stamp)
+        self.kv.update(status)
+        if current is None or status.long_context_pools != current.long_context_pools:
+            self.kv_log.append(KVPlacementRecord.of(now, status))
+        interval = self.setup.kv_interval_s or to_seconds(spec.autoscaling.interval)
+        self.at(now + interval, self._kv_plan, None)
+
+    @property
+    def kv_status(self) -> KVCachePlacementStatus | None:
+        return self.kv.status
 
     # --- periodic ----------------------------------------------------------------------------------
 
@@ -411,6 +474,16 @@ class Simulator:
         self.at(self.setup.sample_s + 2 * _TICK_OFFSET, self._sample, None)
         if self.controller is not None:
             self.at(self.controller.interval_s + _TICK_OFFSET, self._tick, None)
+        kv = self.setup.kv_spec
+        if kv is not None:
+            # A spec that can never steer is planned once (for status); the others at every interval.
+            steady = kv.placement.kv_cache.policy == KVCachePolicy.OFF or (
+                kv.placement.kv_cache.long_context_threshold >= kv.model.max_context_length
+            )
+            if steady:
+                self.kv.update(plan_kv_placement(kv, self._kv_observe(kv), None, "1970-01-01T00:00:00Z"))
+            else:
+                self.at(2 * _TICK_OFFSET, self._kv_plan, None)
         last_arrival = reqs[-1].arrival if reqs else 0.0
         horizon = last_arrival + self.setup.drain_limit_s
         heap = self.heap
@@ -501,6 +574,7 @@ class Simulator:
             actions=self.actions,
             timeline=self.timeline,
             pools=pools,
+            kv_placement=self.kv_log,
         )
 
 

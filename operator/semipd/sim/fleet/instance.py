@@ -78,6 +78,9 @@ class InstanceConfig:
     """Co-located chunked prefill: max_num_batched_tokens per iteration (vLLM-S in the Semi-PD paper)."""
     chunked: bool = True
     """Co-located: chunked prefill (vLLM-S) or prefill-first whole prompts (vLLM-D)."""
+    kv_wait_s: float | None = None
+    """A queued request whose KV does not fit is rejected ("kv-wait") once it has waited this long at
+    the head of the queue (a client or gateway timeout); None: it waits forever."""
 
 
 class Instance:
@@ -235,6 +238,8 @@ class SemiPDInstance(Instance):
         """Bumped when the engine restarts: events of the previous incarnation are ignored."""
         self.switch: _Switch | None = None
         self.reported = (self.worker_percent, self.decode_percent)
+        self._kv_timer: SimRequest | None = None
+        """The queue head a KV-wait timeout is armed for."""
         mode = cfg.switch_mode
         if cfg.switch_cost_s is not None:
             self.switch_cost = cfg.switch_cost_s
@@ -279,6 +284,10 @@ class SemiPDInstance(Instance):
     def _try_dispatch(self, now: float) -> None:
         if self.worker_busy or not self.waiting or self.state not in (State.READY, State.DRAINING):
             return
+        if self.cfg.kv_wait_s is not None:
+            self._reject_kv_waiters(now)
+            if not self.waiting:
+                return
         slots = self.max_running - self.busy()
         if slots <= 0:
             return
@@ -296,6 +305,10 @@ class SemiPDInstance(Instance):
         needs = [self.kv_need(r) for r in head]
         n = take_prefill_batch(prompts, needs, budget, self.kv.free(), slots)
         if n == 0:
+            if self.cfg.kv_wait_s is not None and needs[0] > self.kv.free() and self._kv_timer is not head[0]:
+                # The head is blocked on KV: look again when its wait bound runs out.
+                self._kv_timer = head[0]
+                self.host.at(max(now, head[0].arrival + self.cfg.kv_wait_s), self._kv_timeout, head[0])
             return
         batch = [self.waiting.popleft() for _ in range(n)]
         cached = False
@@ -318,6 +331,26 @@ class SemiPDInstance(Instance):
         self.in_batches += n
         self.worker_busy = True
         self.host.at(now + duration, self._prefill_done, b)
+
+    def _kv_timeout(self, r: SimRequest, now: float) -> None:
+        if self._kv_timer is r:
+            self._kv_timer = None
+        if self.waiting and self.waiting[0] is r and self.state in (State.READY, State.DRAINING):
+            self._reject_kv_waiters(now)
+            self._try_dispatch(now)
+            self._check_drained(now)
+
+    def _reject_kv_waiters(self, now: float) -> None:
+        """FCFS head blocked on KV past the bound: reject it, and the next one that is in the same state."""
+        limit = self.cfg.kv_wait_s
+        assert limit is not None
+        while self.waiting:
+            r = self.waiting[0]
+            if now - r.arrival < limit or self.kv_need(r) <= self.kv.free():
+                return
+            self.waiting.popleft()
+            self.outstanding -= r.new_tokens + (0 if self.handoff else r.output)
+            self.host.dropped(r, now, "kv-wait")
 
     def _prefill_done(self, b: _Batch, now: float) -> None:
         if self.state is State.GONE or b.id not in self.batches:

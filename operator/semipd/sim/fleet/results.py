@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from semipd.api.v1alpha1 import KVCachePlacementStatus
 from semipd.sim.fleet.requests import SimRequest
 
 FINE_ITL_BOUNDS = tuple(1e-4 * 10 ** (k / 200) for k in range(1, 1201))
@@ -54,6 +55,33 @@ class ActionRecord:
     value: str
     reason: str = ""
     error: str = ""
+
+
+@dataclass(frozen=True)
+class KVPlacementRecord:
+    """A change of the long-context pools the simulated operator published."""
+
+    time: float
+    long_context_pools: tuple[str, ...]
+    reason: str
+    long_weights: Mapping[str, int]
+    short_weights: Mapping[str, int]
+    message: str
+
+    @classmethod
+    def of(cls, time: float, status: KVCachePlacementStatus) -> KVPlacementRecord:
+        return cls(
+            time,
+            tuple(status.long_context_pools),
+            status.reason,
+            {p.name: p.long_weight for p in status.pools},
+            {p.name: p.short_weight for p in status.pools},
+            status.message,
+        )
+
+
+KV_REJECTIONS = ("kv", "kv-wait")
+"""Rejection reasons that are the KV cache's: could never fit, or waited past the bound."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +131,12 @@ class RunResult:
     timeline: list[Sample] = field(default_factory=list)
     pools: Mapping[str, Any] = field(default_factory=dict)
     """Per pool: accelerator-hours, peak replicas, replica-hours."""
+    kv_placement: list[KVPlacementRecord] = field(default_factory=list)
+    """Changes of the long-context pools (the first plan included)."""
+
+    @property
+    def kv_rejections(self) -> int:
+        return sum(self.rejected.get(k, 0) for k in KV_REJECTIONS)
 
     def summary(self) -> dict[str, Any]:
         keys = (
@@ -116,11 +150,18 @@ class RunResult:
         out["pools"] = dict(self.pools)
         out["split_changes"] = sum(1 for a in self.actions if a.action == "SplitDone")
         out["replica_changes"] = sum(1 for a in self.actions if a.action == "SetReplicas" and not a.error)
+        out["kv_rejections"] = self.kv_rejections
+        out["kv_placement_changes"] = max(0, len(self.kv_placement) - 1)
         return out
 
     def to_json(self) -> dict[str, Any]:
         doc = self.summary()
         doc["actions"] = [a.__dict__ for a in self.actions]
+        doc["kv_placement"] = [
+            {**k.__dict__, "long_context_pools": list(k.long_context_pools), "long_weights": dict(k.long_weights),
+             "short_weights": dict(k.short_weights)}
+            for k in self.kv_placement
+        ]  # fmt: skip
         doc["timeline"] = [
             {
                 "t": s.time,

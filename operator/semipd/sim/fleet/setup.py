@@ -3,7 +3,9 @@
 `fleet_from_spec` derives it from an InferencePool spec the way the operator and the simulated
 engine would: latency model per node pool (policy.profiles), instance kind and switch mode from the
 engine kind's capabilities, metric bucket edges from the engine driver, start-up delay from the
-latency model's restart cost plus a scheduling delay.
+latency model's restart cost plus a scheduling delay, KV-cache capacity per instance from
+`policy.kvcache.kv_capacity_tokens` (so `nodePools[].kvCacheTokens` applies) and the spec's
+`placement.kvCache`, which the simulated operator plans and the router honours.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from semipd.api.v1alpha1 import EngineKind, InferencePoolSpec
 from semipd.engines import get_driver
 from semipd.engines.capabilities import SwitchMode as EngineSwitchMode
 from semipd.engines.promql import MetricSet
+from semipd.policy.kvcache import kv_capacity_tokens
 from semipd.policy.profiles import latency_model_for
 from semipd.sim.fleet.instance import InstanceConfig, SwitchMode
-from semipd.sim.fleet.router import RouterConfig
+from semipd.sim.fleet.router import KVRouting, RouterConfig
 from semipd.sim.model import LatencyModel
 
 SCHEDULING_DELAY_S = 10.0
@@ -81,6 +84,15 @@ class FleetSetup:
     sample_s: float = 15.0
     """Timeline sampling period."""
     seed: int = 0
+    kv_spec: InferencePoolSpec | None = None
+    """Spec whose `placement.kvCache` is re-planned by `plan_kv_placement` from the scraped KV usage
+    and published to the router (None: no KV placement, the router ignores context length)."""
+    kv_routing: KVRouting = KVRouting.LABELS
+    """How the router applies the placement: context-range labels or pool weights."""
+    kv_interval_s: float | None = None
+    """Seconds between KV placement plans (None: the spec's autoscaling interval)."""
+    kv_wait_s: float | None = None
+    """Every instance's KV admission bound (InstanceConfig.kv_wait_s) unless the pool sets its own."""
 
     def pool(self, name: str) -> PoolSetup:
         for p in self.pools:
@@ -126,6 +138,7 @@ def fleet_from_spec(
             prefill_percent=x,
             decode_percent=y,
             switch_mode=switch if semi.enabled else SwitchMode.NONE,
+            kv_capacity=kv_capacity_tokens(spec, np),
         )
         n = (replicas or {}).get(np.name, np.min_replicas)
         pools.append(
@@ -144,7 +157,7 @@ def fleet_from_spec(
                 capacity=(capacity or {}).get(np.name),
             )
         )
-    opts: dict[str, Any] = {"scrape_s": 15.0, **fleet}
+    opts: dict[str, Any] = {"scrape_s": 15.0, "kv_spec": spec, **fleet}
     return FleetSetup(
         pools=tuple(pools),
         ttft_slo_s=to_seconds(spec.slo.ttft_p99),
