@@ -89,10 +89,15 @@ class ExpertPlacement:
         self.layers, self.experts, self.slots, self.devices = layers, experts, slots, ep
         self.version = 0
         self.rebalances = 0
-        self.phy2log = np.tile(np.arange(slots, dtype=np.int64) % experts, (layers, 1))
+        self.phy2log = self.trivial_map()
         self._base: FloatArray = np.zeros((layers, ep))
         self._routed_at_switch = 0.0
         self.share = self._shares(self.phy2log)
+
+    def trivial_map(self) -> IntArray:
+        """SGLang's `--init-expert-location trivial`: slot s holds expert s % experts."""
+        table: IntArray = np.tile(np.arange(self.slots, dtype=np.int64) % self.experts, (self.layers, 1))
+        return table
 
     def _shares(self, phy2log: IntArray) -> FloatArray:
         return device_loads(self.hits, phy2log, self.devices)
