@@ -129,7 +129,7 @@ def test_rbac_has_exact_verbs_and_no_wildcards(render: Render) -> None:
     got = rules_of(role)
     # Secrets: write-only (tokens are derived from the key, never read back).
     assert got[("", "secrets")] == {"create", "patch"}
-    assert got[("", "pods")] == {"list", "watch"}
+    assert got[("", "pods")] == {"list", "watch", "patch"}  # patch: the context-length-range label only
     assert got[("", "events")] == {"create"}
     assert got[("semipd.io", "inferencepools/status")] == {"patch"}
     assert ("", "namespaces") not in got, "cluster-wide Kopf does not scan namespaces"
@@ -153,6 +153,7 @@ def required_rules() -> dict[Rule, set[str]]:
         ("", "events"): {"create"},  # EventRecorder, Kopf's warnings
         # controller/experts.py: ChildClient.get of the version in force, ChildClient.apply of a new version
         ("", "configmaps"): {"get", "create", "patch"},
+        ("", "pods"): {"patch"},  # kvplacement.label_pods: server-side apply of the context-length-range label
     }
     plural_of = {kind: (group, plural) for group, _, plural, kind in CHILD_KINDS}
     plural_of["v1/Secret"] = ("", "secrets")
@@ -165,8 +166,9 @@ def required_rules() -> dict[Rule, set[str]]:
     assert not problems
     children = desired_children(
         Owner("p", "ns", "uid"), spec, token="t" * 64, replicas={np.name: 1 for np in spec.node_pools},
-        settings=WorkloadSettings(), gie_installed=True,
+        settings=WorkloadSettings(), gie_installed=True, httproute_installed=True,
     )  # fmt: skip
+    assert {c["kind"] for c in children} >= {"InferencePool", "HTTPRoute"}
     for child in children:
         key = f"{child['apiVersion']}/{child['kind']}"
         rule = plural_of[key]

@@ -285,6 +285,10 @@ def test_sim_driver_picks_profiles_and_checks_fit() -> None:
     big = pool_spec("sim", model={"profile": "deepseek-v3"})
     with pytest.raises(DriverError, match="deepseek-v3 needs"):
         get_driver("sim").parts(ctx_of(big))
+    assert "--kv-capacity-tokens" not in parts.command
+    sized = pool_spec("sim", nodePools=[{"name": "pool", "accelerator": "nvidia", "kvCacheTokens": 123456}])
+    command = get_driver("sim").parts(ctx_of(sized)).command
+    assert command[command.index("--kv-capacity-tokens") + 1] == "123456"  # the KV pool the operator plans with
 
 
 @pytest.mark.parametrize(("selector", "accelerator", "want"), [
@@ -408,3 +412,17 @@ def test_le_labels_match_prometheus_client_rendering() -> None:
     text = generate_latest(reg).decode()
     for b in buckets:
         assert f'x_bucket{{le="{le_label(b)}"}}' in text
+
+
+def test_prompt_length_histograms_per_engine() -> None:
+    assert get_driver("vllm").metrics.prompt_length_buckets("30s", selector='pod="p"') == (
+        'sum by (le) (rate(vllm:request_prompt_tokens_bucket{pod="p"}[30s]))'
+    )
+    assert (
+        get_driver("mindie").metrics.prompt_length_buckets() == "sum by (le) (rate(request_prompt_tokens_bucket[1m]))"
+    )
+    assert get_driver("sim").metrics.prompt_length_buckets() == (
+        "sum by (le) (rate(sglang:prompt_tokens_histogram_bucket[1m]))"
+    )
+    # The Semi-PD fork (SGLang 0.4.4) exports no prompt-length histogram: unknown, never guessed.
+    assert get_driver("sglang-semipd").metrics.prompt_length_buckets() is None

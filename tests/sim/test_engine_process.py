@@ -83,6 +83,11 @@ async def test_metrics_use_sglang_names_buckets_and_counts(pod_factory: Callable
         m for _, m in shapes
     )
     assert sample(fams, "sglang:num_requests", "sglang:num_requests_total", **model) == n
+    # Upstream SGLang's prompt-length histogram (the KV placement's long-prompt share), one per request.
+    assert bucket_edges(fams, "sglang:prompt_tokens_histogram") == list(engine_metrics.PROMPT_TOKENS_BUCKETS)
+    prompts = "sglang:prompt_tokens_histogram"
+    assert sample(fams, prompts, prompts + "_count", **model) == n
+    assert sample(fams, prompts, prompts + "_sum", **model) == sum(p for p, _ in shapes)
     gauge_labels = {"model_name": "llama-3-8b", "engine_type": "unified"}
     assert sample(fams, "sglang:num_running_reqs", "sglang:num_running_reqs", **gauge_labels) == 0
     assert sample(fams, "sglang:num_queue_reqs", "sglang:num_queue_reqs", **gauge_labels) == 0

@@ -21,6 +21,7 @@ from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.controller import metrics
 from semipd.controller.agents import ready_pod_ips
 from semipd.controller.experts import place_experts
+from semipd.controller.kvplacement import kv_placement_step
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
@@ -144,6 +145,7 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
             "itlP99": format_seconds(max(fleet_i)) if fleet_i else None,
             "requestRate": round(rate, 2),
         }
+    await kv_placement_step(ctx, body, spec, view, source, obs, by_np, now, logger)
     view.next_due = time.monotonic() + to_seconds(spec.autoscaling.interval)
     return view
 

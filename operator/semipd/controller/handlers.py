@@ -27,11 +27,13 @@ from semipd.desired.workload import WorkloadSettings
 from semipd.engines.capabilities import capabilities_of
 
 GIE_CRD = "inferencepools.inference.networking.k8s.io"
+HTTPROUTE_CRD = "httproutes.gateway.networking.k8s.io"
 CHILD_KINDS = (
     ("apps", "v1", "deployments", "apps/v1/Deployment"),
     ("", "v1", "services", "v1/Service"),
     ("policy", "v1", "poddisruptionbudgets", "policy/v1/PodDisruptionBudget"),
     ("inference.networking.k8s.io", "v1", "inferencepools", "inference.networking.k8s.io/v1/InferencePool"),
+    ("gateway.networking.k8s.io", "v1", "httproutes", "gateway.networking.k8s.io/v1/HTTPRoute"),
     ("", "v1", "pods", "v1/Pod"),
 )
 
@@ -126,13 +128,14 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         "v1",
         "customresourcedefinitions",
         registry=registry,
-        when=lambda name, **_: name == GIE_CRD,
+        when=lambda name, **_: name in (GIE_CRD, HTTPROUTE_CRD),
     )
-    def track_gie_crd(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    def track_gie_crd(event: kopf.RawEvent, name: str, memo: kopf.Memo, **_: Any) -> None:
         ctx: OperatorContext = memo["ctx"]
         installed = event.get("type") != "DELETED"
-        if installed != ctx.gie_installed:
-            ctx.gie_installed = installed
+        flag = "gie_installed" if name == GIE_CRD else "httproute_installed"
+        if installed != getattr(ctx, flag):
+            setattr(ctx, flag, installed)
             for key in ctx.known_pools:
                 ctx.poke(*key)
 

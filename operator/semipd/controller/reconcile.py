@@ -26,6 +26,7 @@ from semipd.controller.cache import Key, ObjectCache
 from semipd.controller.config import OperatorConfig
 from semipd.controller.evaluate import Evaluation, evaluate
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient
+from semipd.controller.kvplacement import label_pods, placement_in_force
 from semipd.controller.plan import UNWATCHED, key_of, plan_children
 from semipd.controller.rollout import pool_health
 from semipd.controller.tokens import pool_token
@@ -83,6 +84,7 @@ class OperatorContext:
     pool_bodies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     nodes: dict[str, NodeInfo] = field(default_factory=dict)
     gie_installed: bool = False
+    httproute_installed: bool = False
     applied_digests: dict[Key, str] = field(default_factory=dict)
     autoscale: dict[tuple[str, str], AutoscaleView] = field(default_factory=dict)
     prometheus: dict[str, PrometheusSource] = field(default_factory=dict)
@@ -133,8 +135,9 @@ def _build(
     replicas = {np.name: desired_replicas(np, decided.get(np.name), None) for np in spec.node_pools}
     token = pool_token(ctx.token_key, owner.namespace, owner.name, owner.uid)
     return desired_children(
-        owner, spec, token=token, replicas=replicas, settings=ctx.settings, gie_installed=ctx.gie_installed
-    )
+        owner, spec, token=token, replicas=replicas, settings=ctx.settings, gie_installed=ctx.gie_installed,
+        httproute_installed=ctx.httproute_installed, kv_cache=placement_in_force(view, status),
+    )  # fmt: skip
 
 
 def _what_changed(cached: dict[str, Any] | None, live: dict[str, Any], since: str, manager: str) -> str | None:
@@ -193,6 +196,8 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                 )
             else:
                 await _converge(ctx, body, owner, desired)
+                kv_cache = placement_in_force(ctx.autoscale.get((namespace, name)), body.get("status"))
+                await label_pods(ctx, namespace, name, kv_cache, logger)
                 pods = ctx.cache.labelled(POD, namespace, {names.POOL_LABEL: name})
                 token = pool_token(ctx.token_key, namespace, name, owner.uid)
                 splits = await ctx.agents.splits(ready_pod_ips(pods), spec.engine.ports.admin, token)

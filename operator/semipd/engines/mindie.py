@@ -50,7 +50,11 @@ MINDIE_METRICS = MetricSet(
     itl_buckets=ITL_BUCKETS,
     e2e_buckets=E2E_BUCKETS,
     scheme="https",
-    extra={"requests_received_total": "request_received_total", "requests_failed_total": "request_failed_total"},
+    extra={
+        "requests_received_total": "request_received_total",
+        "requests_failed_total": "request_failed_total",
+        "prompt_tokens_histogram": "request_prompt_tokens",
+    },
 )
 
 

@@ -134,6 +134,14 @@ class MetricSet:
     def kv_usage_max(self, by: Sequence[str] = (), selector: str = "") -> str:
         return f"max{_by(by)} ({self.kv_usage}{_matchers(selector)})"
 
+    def prompt_length_buckets(self, window: str = "1m", selector: str = "") -> str | None:
+        """Cumulative rate per `le` bucket of the prompt-length histogram (tokens), summed over pods;
+        None when the engine exports no such histogram (`extra["prompt_tokens_histogram"]`)."""
+        hist = self.extra.get("prompt_tokens_histogram")
+        if hist is None:
+            return None
+        return f"sum by (le) (rate({hist}_bucket{_matchers(selector)}[{_check_window(window)}]))"
+
     # --- experts -------------------------------------------------------------------------------------
 
     def expert_load(self, window: str, selector: str = "") -> str | None:

@@ -49,6 +49,8 @@ SIM_METRICS = replace(
         "prefill_percent": "semipd_sim:prefill_percent",
         "decode_percent": "semipd_sim:decode_percent",
         "expert_tokens_total": "semipd_sim:expert_tokens_total",
+        # Upstream SGLang's name (--collect-tokens-histogram); the Semi-PD fork (0.4.4) has none.
+        "prompt_tokens_histogram": "sglang:prompt_tokens_histogram",
     },
 )
 
@@ -92,6 +94,9 @@ class SimDriver(EngineDriver):
             "--served-model-name", ctx.model.name,
             "--context-length", str(ctx.model.max_context_length),
         ]  # fmt: skip
+        if ctx.node_pool.kv_cache_tokens is not None:
+            # The KV pool the operator plans with (status capacityTokens) is the one the engine has.
+            cmd += ["--kv-capacity-tokens", str(ctx.node_pool.kv_cache_tokens)]
         experts = ctx.spec.placement.experts
         if ctx.model.architecture == Architecture.MOE and experts.enabled:
             # One replica is one EP group over its accelerators (the engine's default --ep-size is --tp).

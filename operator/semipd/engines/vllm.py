@@ -45,6 +45,7 @@ VLLM_V1_METRICS = MetricSet(
         "preemptions_total": "vllm:num_preemptions_total",
         "prefix_cache_hits_total": "vllm:prefix_cache_hits_total",
         "prefix_cache_queries_total": "vllm:prefix_cache_queries_total",
+        "prompt_tokens_histogram": "vllm:request_prompt_tokens",
     },
 )
 

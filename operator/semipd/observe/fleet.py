@@ -21,7 +21,8 @@ from semipd.observe.prometheus import MetricsError, PrometheusSource, Series
 from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
 
 
-def _ready(pod: Mapping[str, Any]) -> bool:
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """Running with condition Ready=True (what routers and the planner count)."""
     status = pod.get("status") or {}
     conds = status.get("conditions") or []
     return status.get("phase") == "Running" and any(
@@ -51,7 +52,14 @@ def unschedulable(pods: Sequence[Mapping[str, Any]]) -> tuple[int, float | None]
     return count, since
 
 
-def _window(spec: InferencePoolSpec) -> str:
+def pod_selector(namespace: str, pods: Sequence[Mapping[str, Any]]) -> str:
+    """PromQL matchers for exactly these pods (pod names are DNS labels: no regex metacharacters)."""
+    names = "|".join(sorted(p["metadata"]["name"] for p in pods))
+    return f'namespace="{namespace}",pod=~"{names}"'
+
+
+def window(spec: InferencePoolSpec) -> str:
+    """The PromQL range of rates: the SLO window."""
     return f"{max(1, round(to_seconds(spec.slo.window)))}s"
 
 
@@ -102,7 +110,7 @@ async def observe_pool(
     now: float,
 ) -> Observation:
     """The fleet of one InferencePool at wall-clock time `now` (epoch seconds)."""
-    window = _window(spec)
+    range_ = window(spec)
     pools: dict[str, NodePoolObservation] = {}
     pod_obs: list[PodObservation] = []
     ages: list[float] = []
@@ -110,15 +118,14 @@ async def observe_pool(
         for np in spec.node_pools:
             pods = pods_by_node_pool.get(np.name, [])
             pending, since = unschedulable(pods)
-            ready = [p for p in pods if _ready(p)]
+            ready = [p for p in pods if pod_ready(p)]
             if not ready:
                 pools[np.name] = NodePoolObservation(
                     np.name, len(pods), 0, pending, since, request_rate=None if pods else 0.0
                 )
                 continue
-            names = "|".join(sorted(p["metadata"]["name"] for p in ready))
-            selector = f'namespace="{namespace}",pod=~"{names}"'
-            q = _Queries(get_driver(spec.effective_engine(np).kind).metrics, selector, window)
+            selector = pod_selector(namespace, ready)
+            q = _Queries(get_driver(spec.effective_engine(np).kind).metrics, selector, range_)
             keys = list(q.per_pod)
             results = await asyncio.gather(
                 *(source.query(q.per_pod[k]) for k in keys),

@@ -25,6 +25,8 @@ ITL_BUCKETS = (
     0.050, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2,
 )  # fmt: skip
 E2E_BUCKETS = (0.1, 0.2, 0.4, 0.8, 1, 2, 5, 10, 20, 40, 60, 80, 100, 150, 200, 250, 300, 350, 500, 1000)
+PROMPT_TOKENS_BUCKETS = tuple(float(2**k) for k in range(7, 21))
+"""128 .. 1Mi tokens in powers of two: every power-of-two long-context threshold falls on a bound."""
 
 
 class ExpertCollector(Collector):
@@ -138,6 +140,9 @@ class EngineMetrics:
         )
         self.itl = histogram("sglang:inter_token_latency_seconds", "Inter-token latency", ITL_BUCKETS)
         self.e2e = histogram("sglang:e2e_request_latency_seconds", "End-to-end request latency", E2E_BUCKETS)
+        self.prompt_length = histogram(
+            "sglang:prompt_tokens_histogram", "Prompt length (tokens) per prefilled request", PROMPT_TOKENS_BUCKETS
+        )
         self.aborted = counter("semipd_sim:aborted_requests", "Requests the client abandoned")
         self.prefill_percent = Gauge("semipd_sim:prefill_percent", "Active prefill worker share", registry=r)
         self.decode_percent = Gauge("semipd_sim:decode_percent", "Decode share in force", registry=r)

@@ -234,6 +234,7 @@ class DecodeOwner:
                 self._release(r)
                 continue
             tokens += r.gen.prompt_tokens
+            self.metrics.prompt_length.observe(r.gen.prompt_tokens)
             self._emit(r, now)
             if r.generated >= r.gen.max_tokens:
                 self._finish(r, now)
