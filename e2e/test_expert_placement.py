@@ -39,6 +39,7 @@ INTERVAL = 5.0
 WINDOW = 20
 LAYERS, EXPERTS, SLOTS, DEVICES = 48, 128, 160, 4
 RESULTS_LOG = Path("/tmp") / "semipd-experts-e2e-results.json"
+FIGURES_LOG = Path("/tmp") / "semipd-experts-e2e-figures.json"
 
 
 def manifest(name: str, redundant: int, replicas: int) -> dict[str, Any]:
@@ -249,6 +250,18 @@ def test_skewed_load_writes_version_1_and_every_engine_applies_it(
     for pod, value in observed_after.items():
         assert value > observed_before[pod] + 0.1, (pod, observed_before[pod], value)
     assert load.failures() == []
+    FIGURES_LOG.write_text(
+        json.dumps(
+            {
+                "balancednessGauge": {"before": before, "after": after},
+                "balancednessFromDeviceCounters": {"before": observed_before, "after": observed_after},
+                "status": status,
+                "decision": rebalances[0],
+                "requests": len(load.results),
+            },
+            indent=1,
+        )
+    )
 
 
 def test_the_version_survives_an_operator_restart(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
