@@ -42,7 +42,7 @@ MANIFEST = {
              "minReplicas": 1, "maxReplicas": 4, "costPerHour": 10},
             {"name": "ascend", "accelerator": "ascend", "nodeSelector": {"accelerator": "huawei-Ascend910"},
              "tolerations": [{"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}],
-             "minReplicas": 0, "maxReplicas": 4, "costPerHour": 1},
+             "minReplicas": 0, "maxReplicas": 10, "costPerHour": 1},
         ],
         "semiPD": {"initialPrefillPercent": 30, "minPrefillPercent": 20, "maxPrefillPercent": 90, "stepPercent": 20},
         "slo": {"ttftP99": "1s", "itlP99": "60ms", "window": "15s"},
