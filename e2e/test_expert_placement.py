@@ -103,13 +103,18 @@ def prom(cluster: Any, promql: str) -> dict[str, float]:
     return out
 
 
+# Pod labels become series labels, and the KV-cache placement labels live pods, so one pod's
+# series can change identity mid-test: every query first sums per (pod, ...) to merge them.
+
+
 def gauge(cluster: Any, name: str) -> dict[str, float]:
-    return prom(cluster, f'{name}{{namespace="{NS}",pod=~"{POOL}-{NODE_POOL}-.*"}}')
+    return prom(cluster, f'max by (pod) ({name}{{namespace="{NS}",pod=~"{POOL}-{NODE_POOL}-.*"}})')
 
 
 def observed_balancedness(cluster: Any, window: str) -> dict[str, float]:
     """Per pod, the mean over layers of mean/max device tokens over `window`, from the device counters."""
-    rate = f'rate(semipd_sim:expert_device_tokens_total{{namespace="{NS}",pod=~"{POOL}-{NODE_POOL}-.*"}}[{window}])'
+    selector = f'{{namespace="{NS}",pod=~"{POOL}-{NODE_POOL}-.*"}}'
+    rate = f"sum by (pod, layer, device) (rate(semipd_sim:expert_device_tokens_total{selector}[{window}]))"
     return prom(cluster, f"avg by (pod) (avg by (pod, layer) ({rate}) / max by (pod, layer) ({rate}))")
 
 
