@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from semipd.api.v1alpha1 import EngineKind, InferencePoolSpec
+from semipd.api.v1alpha1 import EngineKind, ExpertPlacementStatus, InferencePoolSpec
 from semipd.controller import experts as step
 from semipd.controller.experts import Actuation, ExpertTopology, actuation_of, plan_rebalance, topology_of
 from semipd.controller.view import AutoscaleView
@@ -265,6 +265,17 @@ async def test_the_version_is_read_back_after_a_restart_and_lagging_pods_are_bro
     assert status.max_mean_before > 1.3
 
 
+async def test_a_lost_configmap_never_reuses_a_version_the_engines_hold() -> None:
+    # The engines hold version 3 (e.g. the ConfigMap was deleted and the operator restarted).
+    ctx = Ctx(Children(), Agents({"p1": 3, "p2": 3}))
+    source, view, s, pods = Prometheus(skewed()), AutoscaleView(), spec(), [pod("p1"), pod("p2")]
+    for t in range(0, 25, 5):
+        decisions = await evaluate(ctx, s, source, view, T0 + t, pods)
+    assert decisions[0].details["version"] == "4"
+    assert desired.read_configmap(ctx.children.applies[0][0]).doc.version == 4
+    assert ctx.agents.versions == {"p1": 4, "p2": 4}
+
+
 async def test_a_failed_push_shows_in_applied_and_is_retried_next_time() -> None:
     ctx = Ctx(Children(), Agents({"p1": 0, "p2": 0}, refuse={"p2"}))
     source, view, s, pods = Prometheus(skewed()), AutoscaleView(), spec(), [pod("p1"), pod("p2")]
@@ -336,8 +347,9 @@ async def test_missing_or_mismatched_load_is_a_reason_not_a_rebalance() -> None:
 async def test_disabling_placement_clears_the_status() -> None:
     ctx = Ctx(Children(), Agents({"p1": 0}))
     view = AutoscaleView()
+    view.experts["removed-pool"] = ExpertPlacementStatus(node_pool="removed-pool", version=2)
     await evaluate(ctx, spec(), Prometheus(skewed()), view, T0, [pod("p1")])
-    assert NP in view.experts
+    assert set(view.experts) == {NP}  # a node pool gone from the spec leaves the status
     await evaluate(ctx, spec(enabled=False), Prometheus(skewed()), view, T0 + 5, [pod("p1")])
     assert view.experts == {}
     assert view.placement() is None

@@ -159,6 +159,8 @@ class NodePoolMemory:
     history: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=HISTORY_SAMPLES))
     max_mean_before: float | None = None
     max_mean_after: float | None = None
+    highest_seen: int = 0
+    """Highest version an agent reported: the next version goes above it even if the ConfigMap was lost."""
 
 
 _MEMORY: dict[tuple[str, str, str], NodePoolMemory] = {}
@@ -251,19 +253,24 @@ async def _weight(ctx: Any, source: Any, spec: InferencePoolSpec, np: NodePool, 
     return weight
 
 
+async def _versions(ctx: Any, ips: Mapping[str, str], port: int, token: str) -> dict[str, int | None]:
+    """pod -> the placement version its agent reports (None: unreadable or unsupported)."""
+    names = sorted(ips)
+    states = await asyncio.gather(*(ctx.agents.experts(ips[n], port, token) for n in names))
+    versions: dict[str, int | None] = {}
+    for pod, state in zip(names, states, strict=True):
+        version = state.get("version") if isinstance(state, dict) and state.get("supported") else None
+        versions[pod] = version if isinstance(version, int) and not isinstance(version, bool) else None
+    return versions
+
+
 async def _push(
     ctx: Any, ips: Mapping[str, str], port: int, token: str, doc: ExpertPlacementDoc
 ) -> tuple[dict[str, int | None], list[str]]:
     """Bring every agent to `doc.version`: (pod -> version in force after this, errors)."""
-    names = sorted(ips)
-    states = await asyncio.gather(*(ctx.agents.experts(ips[n], port, token) for n in names))
-    versions: dict[str, int | None] = {}
-    behind = []
-    for pod, state in zip(names, states, strict=True):
-        version = state.get("version") if isinstance(state, dict) and state.get("supported") else None
-        versions[pod] = version if isinstance(version, int) else None
-        if versions[pod] != doc.version:
-            behind.append(pod)
+    versions = await _versions(ctx, ips, port, token)
+    # Unreadable agents are retried next evaluation; a newer version in force is not pushed back.
+    behind = [pod for pod, version in versions.items() if version is not None and version < doc.version]
     envelope = doc.to_json()
     results = await asyncio.gather(
         *(ctx.agents.set_experts(ips[p], port, token, envelope, timeout=PUSH_TIMEOUT_S) for p in behind)
@@ -295,6 +302,8 @@ async def place_experts(
     if not spec.placement.experts.enabled:
         view.experts.clear()
         return []
+    for gone in set(view.experts) - {np_.name for np_ in spec.node_pools}:
+        del view.experts[gone]
     policy = TriggerPolicy.from_spec(spec.placement.experts)
     decisions: list[Decision] = []
     for np_ in spec.node_pools:
@@ -351,10 +360,14 @@ async def _place_node_pool(
     port = spec.engine.ports.admin
     applied = (0, len(ready))
     errors: list[str] = []
-    if mem.doc is not None and mode == Actuation.AGENT:
-        versions, errors = await _push(ctx, ips, port, token, mem.doc)
-        applied = (sum(1 for v in versions.values() if v == mem.doc.version), len(ready))
-    elif mem.doc is not None:
+    if mode == Actuation.AGENT:
+        if mem.doc is not None:
+            versions, errors = await _push(ctx, ips, port, token, mem.doc)
+            applied = (sum(1 for v in versions.values() if v == mem.doc.version), len(ready))
+        else:
+            versions = await _versions(ctx, ips, port, token)
+        mem.highest_seen = max([mem.highest_seen, *(v for v in versions.values() if v is not None)])
+    elif mode == Actuation.ROLLING_RESTART and mem.doc is not None:
         applied = (desired.pods_at_version(ready, mem.doc.version), len(ready))
     if not ready:
         status("NoReadyReplicas", "no Ready replica reports expert load", applied)
@@ -397,7 +410,7 @@ async def _rebalance(
     assert plan.phy2log is not None
     assert plan.after is not None
     before, after = plan.before, plan.after
-    version = 1 + (mem.doc.version if mem.doc is not None else 0)
+    version = 1 + max(mem.doc.version if mem.doc is not None else 0, mem.highest_seen)
     doc = ExpertPlacementDoc(
         version=version,
         phy2log=plan.phy2log,
