@@ -99,6 +99,18 @@ def test_pods_get_their_node_pools_range_and_only_when_it_differs() -> None:
         assert LABEL_VALUE.match(value)
 
 
+def test_a_placement_that_does_not_steer_labels_no_new_pod_and_widens_old_labels() -> None:
+    s = spec(threshold=131072)  # at the model's maximum: nothing is long
+    status = placement(s, h200=(1, 0.0), h100=(1, 0.0), ascend=(1, 0.0))
+    assert status.reason == "ThresholdAtMaxContext"
+    pods = [pod("a", "h200"), pod("b", "ascend", {CONTEXT_RANGE_LABEL: "0-8192"})]
+    assert pod_label_patches(pods, status) == [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "b", "namespace": "ml", "labels": {CONTEXT_RANGE_LABEL: "0-131072"}}},
+    ]  # fmt: skip
+    assert pod_label_patches([pod("b", "ascend", {CONTEXT_RANGE_LABEL: "0-131072"})], status) == []
+
+
 def test_no_placement_means_no_labels() -> None:
     assert pod_label_patches([pod("a", "h200")], None) == []
     assert context_ranges(None) == {}

@@ -23,6 +23,7 @@ from typing import Any
 from semipd.api.v1alpha1 import Accelerator, InferencePoolSpec, KVCachePlacementStatus
 from semipd.desired import names
 from semipd.desired.owner import Owner
+from semipd.policy.kvcache import steers
 
 CONTEXT_RANGE_LABEL = "llm-d.ai/context-length-range"
 """llm-d's context-length-aware scorer reads `min-max` prompt tokens from this pod label."""
@@ -43,14 +44,21 @@ def context_ranges(status: KVCachePlacementStatus | None) -> dict[str, str]:
 
 def pod_label_patches(pods: Sequence[Mapping[str, Any]], status: KVCachePlacementStatus | None) -> list[dict[str, Any]]:
     """Server-side-apply bodies labelling each given pod with its node pool's context range, for the
-    pods whose label differs (the caller passes the live Ready pods)."""
+    pods whose label differs (the caller passes the live Ready pods).
+
+    A placement that does not steer (policy off, threshold at the model's maximum) labels no new pod
+    (every pool takes every length, which is what an unlabelled pod means) and only widens labels
+    left from an earlier steering placement, so a default install never writes a pod.
+    """
     ranges = context_ranges(status)
+    steering = steers(status)
     out = []
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
         want = ranges.get(labels.get(names.NODE_POOL_LABEL, ""))
-        if want is None or labels.get(CONTEXT_RANGE_LABEL) == want:
+        have = labels.get(CONTEXT_RANGE_LABEL)
+        if want is None or have == want or (have is None and not steering):
             continue
         out.append(
             {
