@@ -282,6 +282,10 @@ def test_prometheus_config_discovers_annotated_pods_by_ip(tmp_path: Path) -> Non
     assert address["source_labels"] == ["__meta_kubernetes_pod_ip",
                                         "__meta_kubernetes_pod_annotation_prometheus_io_port"]
     assert cfg["global"]["scrape_interval"] == "2s"
+    # Labels the operator rewrites on live pods never become target labels (series would churn).
+    labelmap = next(i for i, r in enumerate(relabel) if r.get("action") == "labelmap")
+    dropped = [r["regex"] for r in relabel[labelmap:] if r.get("action") == "labeldrop"]
+    assert "llm_d_ai_context_length_range" in dropped
 
 
 # --- address slices -------------------------------------------------------------------------

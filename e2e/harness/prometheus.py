@@ -70,6 +70,9 @@ def config(api_url: str, pki: Pki, self_port: int, scrape_interval: str = SCRAPE
             "target_label": "__address__",
         },
         {"action": "labelmap", "regex": "__meta_kubernetes_pod_label_(.+)"},
+        # The operator rewrites this label on live pods when the KV-cache placement moves; as a
+        # target label it would start new series mid-window and split every rate() in two.
+        {"action": "labeldrop", "regex": "llm_d_ai_context_length_range"},
         {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
         {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
         {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
