@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from semipd.api.v1alpha1 import Accelerator, InferencePoolSpec, KVCachePlacementStatus
+from semipd.api.v1alpha1 import Accelerator, GatewayParentRef, InferencePoolSpec, KVCachePlacementStatus
 from semipd.desired import names
 from semipd.desired.children import gie_inference_pools
 from semipd.desired.owner import Owner
@@ -157,6 +157,10 @@ def check_httproute_v1(route: dict[str, Any]) -> None:
     assert len(route["metadata"]["name"]) <= 253
     spec_ = route["spec"]
     assert set(spec_) <= {"parentRefs", "hostnames", "rules"}
+    assert len(spec_.get("parentRefs", [])) <= 32
+    for ref in spec_.get("parentRefs", []):
+        assert set(ref) <= {"group", "kind", "namespace", "name", "sectionName", "port"}
+        assert 1 <= len(ref["name"]) <= 253
     assert 1 <= len(spec_["rules"]) <= 16
     for rule in spec_["rules"]:
         assert set(rule) <= {"name", "matches", "filters", "backendRefs", "timeouts", "retry", "sessionPersistence"}
@@ -214,7 +218,21 @@ def test_http_route_is_owned_labelled_and_names_no_gateway() -> None:
     assert meta["ownerReferences"] == [OWNER.reference()]
     assert meta["labels"][names.POOL_LABEL] == "chat"
     assert meta["labels"]["app.kubernetes.io/managed-by"] == names.MANAGED_BY
-    assert "parentRefs" not in route["spec"]  # no spec field names the Gateway (see docs/autoscaler.md)
+    assert "parentRefs" not in route["spec"]  # routing.gatewayParentRefs is empty: the route stays unattached
+
+
+def test_http_route_attaches_to_the_gateways_the_spec_names() -> None:
+    s = spec()
+    refs = [{"name": "inference-gw"}, {"name": "edge", "namespace": "gateways", "sectionName": "https"}]
+    s = s.model_copy(update={"routing": s.routing.model_copy(update={"gateway_parent_refs": [
+        GatewayParentRef.model_validate(r) for r in refs]})})  # fmt: skip
+    route = http_route(OWNER, s, None)
+    check_httproute_v1(route)
+    assert route["spec"]["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference-gw"},
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "edge", "namespace": "gateways",
+         "sectionName": "https"},
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

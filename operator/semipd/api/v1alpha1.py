@@ -531,6 +531,19 @@ class EndpointPickerRef(ApiModel):
     """`FailOpen` (route to any pod when the EPP is down; what KServe and llm-d ship) or `FailClose`."""
 
 
+class GatewayParentRef(ApiModel):
+    """A Gateway (or one of its listeners) the owned HTTPRoute attaches to."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
+    """Gateway name."""
+
+    namespace: str | None = Field(default=None, min_length=1, max_length=63, pattern=DNS_LABEL)
+    """Gateway namespace; unset means the InferencePool's own (the Gateway must allow routes from it)."""
+
+    section_name: str | None = Field(default=None, min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
+    """Listener name within the Gateway; unset means every listener that accepts the route."""
+
+
 class RoutingSpec(ApiModel):
     """How routers find the pods: owned Gateway API Inference Extension (GIE) InferencePools."""
 
@@ -539,6 +552,9 @@ class RoutingSpec(ApiModel):
 
     endpoint_picker: EndpointPickerRef | None = None
     """EPP the GIE pools reference; without it they carry only the selector and target port."""
+
+    gateway_parent_refs: list[GatewayParentRef] = Field(default_factory=list, max_length=32)
+    """Gateways the owned HTTPRoute (long-context and default rules over the GIE pools, weighted by the KV-cache placement) attaches to; empty leaves it unattached."""
 
 
 # --------------------------------------------------------------------------- spec

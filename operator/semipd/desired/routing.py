@@ -113,17 +113,28 @@ def http_route(owner: Owner, spec: InferencePoolSpec, status: KVCachePlacementSt
     """The HTTPRoute over the InferencePool's GIE pools: a long-context rule and a default rule."""
     everything = {"type": "PathPrefix", "value": "/"}
     long_match = {"path": everything, "headers": [{"type": "Exact", "name": CONTEXT_CLASS_HEADER, "value": LONG_CLASS}]}
+    route_spec: dict[str, Any] = {}
+    if spec.routing.gateway_parent_refs:
+        route_spec["parentRefs"] = [
+            {
+                "group": "gateway.networking.k8s.io",
+                "kind": "Gateway",
+                **ref.model_dump(by_alias=True, exclude_none=True),
+            }
+            for ref in spec.routing.gateway_parent_refs
+        ]
     return {
         "apiVersion": HTTPROUTE_API_VERSION,
         "kind": "HTTPRoute",
         "metadata": owner.metadata(http_route_name(owner.name), names.pool_labels(owner.name)),
         "spec": {
+            **route_spec,
             "rules": [
                 {"matches": [long_match], "backendRefs": _backends(owner, vendor_weights(spec, status, long=True))},
                 {
                     "matches": [{"path": everything}],
                     "backendRefs": _backends(owner, vendor_weights(spec, status, long=False)),
                 },
-            ]
+            ],
         },
     }
