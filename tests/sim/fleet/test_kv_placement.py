@@ -39,6 +39,15 @@ def test_a_request_blocked_on_kv_is_rejected_at_its_wait_bound() -> None:
     assert c.dispatch == pytest.approx(0.6)
 
 
+def test_the_wait_bound_survives_rounding() -> None:
+    # (0.03 + 0.3) - 0.03 < 0.3 in floating point: the timer fires one ulp "early" and must still reject
+    # (it used to re-arm itself at the same instant forever).
+    assert (0.03 + 0.3) - 0.03 < 0.3
+    sim = run(fleet(pool(kv_capacity=1800, kv_wait_s=0.3)), reqs((0.0, 1000, 400), (0.03, 300, 300)))
+    assert sim.requests[1].rejected == "kv-wait"
+    assert sim.events < 1000
+
+
 def test_a_request_that_fits_before_its_bound_is_served() -> None:
     sim = run(fleet(pool(kv_capacity=1500, kv_wait_s=60.0)), reqs((0.0, 1000, 100), (0.001, 300, 300)))
     a, b = sim.requests

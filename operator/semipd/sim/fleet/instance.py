@@ -346,7 +346,7 @@ class SemiPDInstance(Instance):
         assert limit is not None
         while self.waiting:
             r = self.waiting[0]
-            if now - r.arrival < limit or self.kv_need(r) <= self.kv.free():
+            if now - r.arrival < limit - 1e-9 or self.kv_need(r) <= self.kv.free():  # the timer may land 1 ulp early
                 return
             self.waiting.popleft()
             self.outstanding -= r.new_tokens + (0 if self.handoff else r.output)
