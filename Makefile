@@ -71,6 +71,7 @@ bench: $(DEMO_STAMP)
 	$(BIN)/python bench/bench_fleet_attainment.py
 	$(BIN)/python bench/bench_fleet_cost.py
 	$(BIN)/python bench/bench_fleet_speed.py
+	$(BIN)/python bench/bench_fleet_kv.py
 	$(BIN)/python bench/bench_reaction.py
 
 clean:
