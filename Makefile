@@ -31,6 +31,7 @@ crds: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check operator tests e2e bench scripts
+	$(BIN)/ruff format --check operator tests e2e bench scripts
 	$(BIN)/mypy --strict operator/semipd
 
 unit: $(STAMP)

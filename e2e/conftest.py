@@ -38,9 +38,15 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     # Pods can only be admitted once the ServiceAccount controller made `default`, and their
     # token volume needs the root CA ConfigMap the controller-manager publishes.
-    wait_until(lambda: core.read_namespaced_service_account("default", name), timeout=30,
-               what=f"ServiceAccount default in {name}")
-    wait_until(lambda: core.read_namespaced_config_map("kube-root-ca.crt", name), timeout=30,
-               what=f"ConfigMap kube-root-ca.crt in {name}")
+    wait_until(
+        lambda: core.read_namespaced_service_account("default", name),
+        timeout=30,
+        what=f"ServiceAccount default in {name}",
+    )
+    wait_until(
+        lambda: core.read_namespaced_config_map("kube-root-ca.crt", name),
+        timeout=30,
+        what=f"ConfigMap kube-root-ca.crt in {name}",
+    )
     yield name
     core.delete_namespace(name)

@@ -30,10 +30,18 @@ GIE_CRD = Path("/work/shared/data/crds/inference.networking.k8s.io_inferencepool
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
 
-def deployment(name: str, namespace: str, *, command: list[str], replicas: int = 1,
-               limits: dict[str, str] | None = None, tolerations: list[dict[str, Any]] | None = None,
-               annotations: dict[str, str] | None = None, local: bool = True,
-               extra_pod_spec: dict[str, Any] | None = None) -> dict[str, Any]:
+def deployment(
+    name: str,
+    namespace: str,
+    *,
+    command: list[str],
+    replicas: int = 1,
+    limits: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    annotations: dict[str, str] | None = None,
+    local: bool = True,
+    extra_pod_spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     pod_annotations = {LOCAL_EXEC_ANNOTATION: "true"} if local else {}
     pod_annotations.update(annotations or {})
     container: dict[str, Any] = {"name": "main", "image": "local", "command": command}
@@ -90,7 +98,7 @@ def test_nodes_are_ready_accelerator_pools_with_loopback_pod_cidrs(cluster: Clus
         assert cidr.subnet_of(LOOPBACK)
         assert ipaddress.ip_address("127.0.0.1") not in cidr
         cidrs.append(cidr)
-    assert all(not a.overlaps(b) for i, a in enumerate(cidrs) for b in cidrs[i + 1:])
+    assert all(not a.overlaps(b) for i, a in enumerate(cidrs) for b in cidrs[i + 1 :])
     for n in by_pool["gpu-h200"]:
         assert n["status"]["allocatable"]["nvidia.com/gpu"] == "8"
         assert n["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H200"
@@ -143,8 +151,11 @@ def test_upstream_gie_crd_installs_next_to_ours(cluster: Cluster, namespace: str
         "apiVersion": "inference.networking.k8s.io/v1",
         "kind": "InferencePool",
         "metadata": {"name": "gie-pool", "namespace": namespace},
-        "spec": {"selector": {"matchLabels": {"app": "engine"}}, "targetPorts": [{"number": 8000}],
-                 "endpointPickerRef": {"name": "epp", "port": {"number": 9002}}},
+        "spec": {
+            "selector": {"matchLabels": {"app": "engine"}},
+            "targetPorts": [{"number": 8000}],
+            "endpointPickerRef": {"name": "epp", "port": {"number": 9002}},
+        },
     }
     created = kubectl_create(cluster, gie)
     assert created.returncode == 0, created.stderr
@@ -168,11 +179,19 @@ def test_accelerator_requests_schedule_onto_matching_pools(cluster: Cluster, nam
     sleep = ["sleep", "3600"]
     cluster.apply(
         deployment("gpu", namespace, command=sleep, replicas=4, limits={"nvidia.com/gpu": "4"}, local=False),
-        deployment("npu", namespace, command=sleep, replicas=3, limits={"huawei.com/Ascend910": "4"},
-                   tolerations=ASCEND_TOLERATION, local=False),
+        deployment(
+            "npu",
+            namespace,
+            command=sleep,
+            replicas=3,
+            limits={"huawei.com/Ascend910": "4"},
+            tolerations=ASCEND_TOLERATION,
+            local=False,
+        ),
         # Requests Ascend NPUs but does not tolerate the taint: must stay Pending.
-        deployment("npu-untolerated", namespace, command=sleep, replicas=1,
-                   limits={"huawei.com/Ascend910": "1"}, local=False),
+        deployment(
+            "npu-untolerated", namespace, command=sleep, replicas=1, limits={"huawei.com/Ascend910": "1"}, local=False
+        ),
     )
     gpu_pods = cluster.wait_pods(namespace, "app=gpu", 4)
     npu_pods = cluster.wait_pods(namespace, "app=npu", 3)
@@ -202,25 +221,37 @@ def test_local_process_serves_http_on_its_pod_ip(cluster: Cluster, namespace: st
     # container serves that directory on $POD_IP:8080. Both see the same volume at the same
     # path, inside their own mount namespaces.
     dep = deployment(
-        "web", namespace, replicas=2,
-        command=["sh", "-c", 'echo "gpus=$NVIDIA_VISIBLE_DEVICES" >> /semipd/index.html && '
-                 "exec python3 -m http.server --bind $(POD_IP) --directory /semipd 8080"],
+        "web",
+        namespace,
+        replicas=2,
+        command=[
+            "sh",
+            "-c",
+            'echo "gpus=$NVIDIA_VISIBLE_DEVICES" >> /semipd/index.html && '
+            "exec python3 -m http.server --bind $(POD_IP) --directory /semipd 8080",
+        ],
         limits={"nvidia.com/gpu": "1"},
         extra_pod_spec={
-            "initContainers": [{
-                "name": "write-page", "image": "local",
-                "command": ["sh", "-c", 'echo "pod=$POD_NAME ip=$POD_IP" > /semipd/index.html'],
-                "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                "volumeMounts": [{"name": "shared", "mountPath": "/semipd"}],
-            }],
+            "initContainers": [
+                {
+                    "name": "write-page",
+                    "image": "local",
+                    "command": ["sh", "-c", 'echo "pod=$POD_NAME ip=$POD_IP" > /semipd/index.html'],
+                    "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                    "volumeMounts": [{"name": "shared", "mountPath": "/semipd"}],
+                }
+            ],
             "volumes": [{"name": "shared", "emptyDir": {}}],
         },
     )
     dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = [{"name": "shared", "mountPath": "/semipd"}]
     dep["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] = {
-        "httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}
-    dep["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "POD_IP", "valueFrom": {
-        "fieldRef": {"fieldPath": "status.podIP"}}}]
+        "httpGet": {"path": "/", "port": 8080},
+        "periodSeconds": 1,
+    }
+    dep["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    ]
     cluster.apply(dep)
     pods = cluster.wait_pods(namespace, "app=web", 2)
     nodes = {n.metadata.name: n for n in cluster.core().list_node().items}
@@ -265,15 +296,20 @@ def test_prometheus_discovers_and_scrapes_annotated_pods(cluster: Cluster, names
     ignored["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "ANSWER", "value": "7"}]
     for dep in (scraped, ignored):
         dep["spec"]["template"]["spec"]["containers"][0]["readinessProbe"] = {
-            "tcpSocket": {"port": 9400}, "periodSeconds": 1}
+            "tcpSocket": {"port": 9400},
+            "periodSeconds": 1,
+        }
     cluster.apply(scraped, ignored)
     (pod,) = cluster.wait_pods(namespace, "app=metrics", 1)
     (other,) = cluster.wait_pods(namespace, "app=unscraped", 1)
     assert httpx.get(f"http://{other.status.pod_ip}:9400/metrics", timeout=5).status_code == 200
 
     selector = f'namespace="{namespace}",pod="{pod.metadata.name}"'
-    up = wait_until(lambda: cluster.prometheus_query(f"up{{{selector}}} == 1"), timeout=60,
-                    what="Prometheus to scrape the annotated pod")
+    up = wait_until(
+        lambda: cluster.prometheus_query(f"up{{{selector}}} == 1"),
+        timeout=60,
+        what="Prometheus to scrape the annotated pod",
+    )
     assert up[0]["metric"]["instance"] == f"{pod.status.pod_ip}:9400"
     assert up[0]["metric"]["node"] == pod.spec.node_name
     value = cluster.prometheus_query(f"semipd_e2e_answer{{{selector}}}")
@@ -302,26 +338,32 @@ def test_prometheus_can_be_stopped_and_restarted(cluster: Cluster) -> None:
 # --- lifecycle ------------------------------------------------------------------------------
 
 
-def test_deleting_the_owner_garbage_collects_replicasets_pods_and_processes(
-    cluster: Cluster, namespace: str
-) -> None:
-    dep = deployment("gc", namespace, replicas=2,
-                     command=["python3", "-m", "http.server", "--bind", "$(POD_IP)", "8081"])
+def test_deleting_the_owner_garbage_collects_replicasets_pods_and_processes(cluster: Cluster, namespace: str) -> None:
+    dep = deployment(
+        "gc", namespace, replicas=2, command=["python3", "-m", "http.server", "--bind", "$(POD_IP)", "8081"]
+    )
     dep["spec"]["template"]["spec"]["containers"][0]["env"] = [
-        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    ]
     cluster.apply(dep)
     pods = cluster.wait_pods(namespace, "app=gc", 2)
     ips = [p.status.pod_ip for p in pods]
-    wait_until(lambda: all(httpx.get(f"http://{ip}:8081/", timeout=2).status_code == 200 for ip in ips),
-               timeout=30, what="both gc pods serving")
+    wait_until(
+        lambda: all(httpx.get(f"http://{ip}:8081/", timeout=2).status_code == 200 for ip in ips),
+        timeout=30,
+        what="both gc pods serving",
+    )
     apps = cluster.apps()
     (rs,) = apps.list_namespaced_replica_set(namespace, label_selector="app=gc").items
     assert rs.metadata.owner_references[0].kind == "Deployment"
     assert pods[0].metadata.owner_references[0].name == rs.metadata.name
 
     apps.delete_namespaced_deployment("gc", namespace)  # default propagation: background GC
-    wait_until(lambda: not apps.list_namespaced_replica_set(namespace, label_selector="app=gc").items,
-               timeout=60, what="ReplicaSet garbage-collected")
+    wait_until(
+        lambda: not apps.list_namespaced_replica_set(namespace, label_selector="app=gc").items,
+        timeout=60,
+        what="ReplicaSet garbage-collected",
+    )
     cluster.wait_gone(namespace, "app=gc")
 
     def all_stopped() -> bool:
@@ -338,16 +380,23 @@ def test_deleting_the_owner_garbage_collects_replicasets_pods_and_processes(
 
 def test_restart_policy_exit_codes_and_events(cluster: Cluster, namespace: str) -> None:
     core = cluster.core()
-    base = {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"namespace": namespace, "annotations": {LOCAL_EXEC_ANNOTATION: "true"}}}
+    base = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": namespace, "annotations": {LOCAL_EXEC_ANNOTATION: "true"}},
+    }
     crashing = json.loads(json.dumps(base))
     crashing["metadata"]["name"] = "crasher"
-    crashing["spec"] = {"restartPolicy": "Always", "containers": [
-        {"name": "c", "image": "local", "command": ["sh", "-c", "echo attempt; exit 1"]}]}
+    crashing["spec"] = {
+        "restartPolicy": "Always",
+        "containers": [{"name": "c", "image": "local", "command": ["sh", "-c", "echo attempt; exit 1"]}],
+    }
     once = json.loads(json.dumps(base))
     once["metadata"]["name"] = "once"
-    once["spec"] = {"restartPolicy": "Never", "containers": [
-        {"name": "c", "image": "local", "command": ["sh", "-c", "echo done; exit 3"]}]}
+    once["spec"] = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "local", "command": ["sh", "-c", "echo done; exit 3"]}],
+    }
     cluster.apply(crashing, once)
 
     def restarted_twice() -> Any:
@@ -401,23 +450,38 @@ WHOAMI = textwrap.dedent("""
 def test_in_pod_code_authenticates_as_its_service_account(cluster: Cluster, namespace: str) -> None:
     rbac = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader", "namespace": namespace}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": "pod-reader", "namespace": namespace},
-         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "reader", "namespace": namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-         "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "pod-reader", "namespace": namespace},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "reader", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        },
     ]
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "whoami", "namespace": namespace, "annotations": {LOCAL_EXEC_ANNOTATION: "true"}},
-           "spec": {"serviceAccountName": "reader", "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "local", "command": ["python3", "-c", WHOAMI]}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "whoami", "namespace": namespace, "annotations": {LOCAL_EXEC_ANNOTATION: "true"}},
+        "spec": {
+            "serviceAccountName": "reader",
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "local", "command": ["python3", "-c", WHOAMI]}],
+        },
+    }
     cluster.apply(*rbac)
     cluster.apply(pod)
     core = cluster.core()
-    wait_until(lambda: core.read_namespaced_pod("whoami", namespace).status.phase in ("Succeeded", "Failed"),
-               timeout=60, what="whoami pod to finish")
+    wait_until(
+        lambda: core.read_namespaced_pod("whoami", namespace).status.phase in ("Succeeded", "Failed"),
+        timeout=60,
+        what="whoami pod to finish",
+    )
     log = cluster.pod_log(namespace, "whoami")
     assert core.read_namespaced_pod("whoami", namespace).status.phase == "Succeeded", log
     assert log.split("\n")[:3] == [f"user system:serviceaccount:{namespace}:reader", "pods True", "secrets 403"]
@@ -452,66 +516,124 @@ def test_second_up_reuses_and_down_leaves_no_process(tmp_path: Path) -> None:
 
 
 def _local_pod(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "annotations": {LOCAL_EXEC_ANNOTATION: "true"}},
-            "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {LOCAL_EXEC_ANNOTATION: "true"}},
+        "spec": spec,
+    }
 
 
 def test_sidecar_graceful_termination_startup_and_liveness_probes(cluster: Cluster, namespace: str) -> None:
     core = cluster.core()
-    graceful = _local_pod("graceful", namespace, {
-        "terminationGracePeriodSeconds": 20,
-        "initContainers": [{"name": "sidecar", "image": "local", "restartPolicy": "Always",
-                            "command": ["sh", "-c", "trap 'echo sidecar-term; exit 0' TERM; echo up; "
-                                        "while :; do sleep 0.1; done"]}],
-        "containers": [{"name": "main", "image": "local",
-                        "command": ["sh", "-c", "trap 'echo main-term; exit 0' TERM; echo up; "
-                                    "while :; do sleep 0.1; done"]}],
-    })
-    stubborn = _local_pod("stubborn", namespace, {
-        "terminationGracePeriodSeconds": 2,
-        "containers": [{"name": "main", "image": "local",
-                        "command": ["sh", "-c", "trap '' TERM; echo up; exec sleep 3600"]}],
-    })
+    graceful = _local_pod(
+        "graceful",
+        namespace,
+        {
+            "terminationGracePeriodSeconds": 20,
+            "initContainers": [
+                {
+                    "name": "sidecar",
+                    "image": "local",
+                    "restartPolicy": "Always",
+                    "command": [
+                        "sh",
+                        "-c",
+                        "trap 'echo sidecar-term; exit 0' TERM; echo up; while :; do sleep 0.1; done",
+                    ],
+                }
+            ],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "local",
+                    "command": ["sh", "-c", "trap 'echo main-term; exit 0' TERM; echo up; while :; do sleep 0.1; done"],
+                }
+            ],
+        },
+    )
+    stubborn = _local_pod(
+        "stubborn",
+        namespace,
+        {
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {"name": "main", "image": "local", "command": ["sh", "-c", "trap '' TERM; echo up; exec sleep 3600"]}
+            ],
+        },
+    )
     # Starts listening after ~2 s; the startup probe holds readiness and liveness off until then.
-    slow = _local_pod("slow-start", namespace, {"containers": [{
-        "name": "main", "image": "local",
-        "command": ["sh", "-c", "sleep 2; exec python3 -m http.server --bind $POD_IP 8080"],
-        "startupProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 30},
-        "livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 1},
-        "readinessProbe": {"httpGet": {"port": 8080, "path": "/"}, "periodSeconds": 1}}]})
-    unhealthy = _local_pod("unhealthy", namespace, {
-        "containers": [{"name": "main", "image": "local", "command": ["sleep", "3600"],
-                        "livenessProbe": {"tcpSocket": {"port": 9999}, "periodSeconds": 1, "failureThreshold": 2}}],
-    })
+    slow = _local_pod(
+        "slow-start",
+        namespace,
+        {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "local",
+                    "command": ["sh", "-c", "sleep 2; exec python3 -m http.server --bind $POD_IP 8080"],
+                    "startupProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 30},
+                    "livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1, "failureThreshold": 1},
+                    "readinessProbe": {"httpGet": {"port": 8080, "path": "/"}, "periodSeconds": 1},
+                }
+            ]
+        },
+    )
+    unhealthy = _local_pod(
+        "unhealthy",
+        namespace,
+        {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "local",
+                    "command": ["sleep", "3600"],
+                    "livenessProbe": {"tcpSocket": {"port": 9999}, "periodSeconds": 1, "failureThreshold": 2},
+                }
+            ],
+        },
+    )
     cluster.apply(graceful, stubborn, slow, unhealthy)
     for name in ("graceful", "stubborn", "unhealthy"):
-        wait_until(lambda n=name: core.read_namespaced_pod(n, namespace).status.phase == "Running", timeout=30,
-                   what=f"{name} Running")
+        wait_until(
+            lambda n=name: core.read_namespaced_pod(n, namespace).status.phase == "Running",
+            timeout=30,
+            what=f"{name} Running",
+        )
     # Delete only once the shells have installed their traps (they print "up" after that).
     for name, container in (("graceful", "main"), ("graceful", "sidecar"), ("stubborn", "main")):
-        wait_until(lambda n=name, c=container: cluster.pod_log(namespace, n, c).startswith("up"), timeout=15,
-                   what=f"{name}/{container} to arm its SIGTERM trap")
+        wait_until(
+            lambda n=name, c=container: cluster.pod_log(namespace, n, c).startswith("up"),
+            timeout=15,
+            what=f"{name}/{container} to arm its SIGTERM trap",
+        )
     pod = core.read_namespaced_pod("graceful", namespace)
     assert pod.status.init_container_statuses[0].state.running is not None  # the sidecar keeps running
 
     t0 = time.monotonic()
     core.delete_namespaced_pod("graceful", namespace)
     core.delete_namespaced_pod("stubborn", namespace)
-    wait_until(lambda: not [p for p in core.list_namespaced_pod(namespace).items
-                            if p.metadata.name == "graceful"], timeout=15, what="graceful pod removed")
+    wait_until(
+        lambda: not [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name == "graceful"],
+        timeout=15,
+        what="graceful pod removed",
+    )
     graceful_s = time.monotonic() - t0
     assert graceful_s < 10  # it exited on SIGTERM, long before its 20 s grace period
     assert cluster.pod_log(namespace, "graceful", "main").split() == ["up", "main-term"]
     assert cluster.pod_log(namespace, "graceful", "sidecar").split() == ["up", "sidecar-term"]
-    wait_until(lambda: not [p for p in core.list_namespaced_pod(namespace).items
-                            if p.metadata.name == "stubborn"], timeout=15, what="stubborn pod removed")
+    wait_until(
+        lambda: not [p for p in core.list_namespaced_pod(namespace).items if p.metadata.name == "stubborn"],
+        timeout=15,
+        what="stubborn pod removed",
+    )
     assert time.monotonic() - t0 >= 2  # SIGTERM ignored: removed only after the 2 s grace period
     assert "Killing" in {e.reason for e in cluster.events(namespace, "stubborn")}
 
     def restarted() -> Any:
         cs = core.read_namespaced_pod("unhealthy", namespace).status.container_statuses
         return cs and cs[0].restart_count >= 1
+
     wait_until(restarted, timeout=30, what="liveness failure to restart the container")
     assert "Unhealthy" in {e.reason for e in cluster.events(namespace, "unhealthy")}
 
@@ -523,9 +645,20 @@ def test_sidecar_graceful_termination_startup_and_liveness_probes(cluster: Clust
 
 def test_missing_secret_blocks_the_container_until_it_exists(cluster: Cluster, namespace: str) -> None:
     core = cluster.core()
-    pod = _local_pod("needs-secret", namespace, {"containers": [{
-        "name": "main", "image": "local", "command": ["sh", "-c", 'echo "token=$TOKEN"; exec sleep 3600'],
-        "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "later", "key": "token"}}}]}]})
+    pod = _local_pod(
+        "needs-secret",
+        namespace,
+        {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "local",
+                    "command": ["sh", "-c", 'echo "token=$TOKEN"; exec sleep 3600'],
+                    "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "later", "key": "token"}}}],
+                }
+            ]
+        },
+    )
     cluster.apply(pod)
 
     def waiting_reason() -> str | None:
@@ -533,11 +666,20 @@ def test_missing_secret_blocks_the_container_until_it_exists(cluster: Cluster, n
         return cs[0].state.waiting.reason if cs and cs[0].state.waiting else None
 
     assert wait_until(waiting_reason, timeout=30, what="container waiting") == "CreateContainerConfigError"
-    cluster.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "later", "namespace": namespace},
-                   "stringData": {"token": "s3cret"}})
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "later", "namespace": namespace},
+            "stringData": {"token": "s3cret"},
+        }
+    )
     cluster.wait_pods(namespace, "", 1, timeout=60)
-    wait_until(lambda: cluster.pod_log(namespace, "needs-secret").strip() == "token=s3cret", timeout=15,
-               what="container started with the secret's value")
+    wait_until(
+        lambda: cluster.pod_log(namespace, "needs-secret").strip() == "token=s3cret",
+        timeout=15,
+        what="container started with the secret's value",
+    )
 
 
 def _ready_pod(core: Any, namespace: str, name: str) -> Any:

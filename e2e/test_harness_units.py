@@ -18,11 +18,13 @@ from e2e.harness.podspec import ContainerState, PodConfigError
 
 def pod(**spec: Any) -> dict[str, Any]:
     return {
-        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"app": "x"},
-                     "annotations": {"a": "b"}},
-        "spec": {"nodeName": "n1", "serviceAccountName": "sa",
-                 "containers": [{"name": "c", "resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}}}],
-                 **spec},
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"app": "x"}, "annotations": {"a": "b"}},
+        "spec": {
+            "nodeName": "n1",
+            "serviceAccountName": "sa",
+            "containers": [{"name": "c", "resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}}}],
+            **spec,
+        },
         "status": {"podIP": "127.10.0.5", "podIPs": [{"ip": "127.10.0.5"}], "hostIP": "127.2.0.1"},
     }
 
@@ -35,14 +37,17 @@ def lookups() -> dict[str, Any]:
     return {"secrets": SECRETS.get, "configmaps": CONFIGMAPS.get}
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("$(A)-$(B)", "1-$(B)"),
-    ("$$(A)", "$(A)"),
-    ("cost $5", "cost $5"),
-    ("$(A", "$(A"),
-    ("end$", "end$"),
-    ("$$$(A)", "$1"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$(A)-$(B)", "1-$(B)"),
+        ("$$(A)", "$(A)"),
+        ("cost $5", "cost $5"),
+        ("$(A", "$(A"),
+        ("end$", "end$"),
+        ("$$$(A)", "$1"),
+    ],
+)
 def test_expand_follows_kubernetes_rules(text: str, expected: str) -> None:
     assert podspec.expand(text, {"A": "1"}) == expected
 
@@ -85,7 +90,9 @@ def test_resolve_env_missing_required_secret_is_an_error() -> None:
 
 def test_command_line_expands_and_requires_command() -> None:
     assert podspec.command_line({"name": "c", "command": ["srv"], "args": ["--ip=$(IP)"]}, {"IP": "1"}) == [
-        "srv", "--ip=1"]
+        "srv",
+        "--ip=1",
+    ]
     with pytest.raises(PodConfigError, match="no command"):
         podspec.command_line({"name": "c", "args": ["x"]}, {})
 
@@ -97,11 +104,17 @@ def test_projected_service_account_volume() -> None:
         minted.append((aud, exp))
         return "tok"
 
-    vol = {"name": "kube-api-access-x", "projected": {"defaultMode": 0o644, "sources": [
-        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-        {"configMap": {"name": "cm", "items": [{"key": "greeting", "path": "ca.crt"}]}},
-        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
-    ]}}
+    vol = {
+        "name": "kube-api-access-x",
+        "projected": {
+            "defaultMode": 0o644,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "cm", "items": [{"key": "greeting", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+            ],
+        },
+    }
     content = podspec.volume_content(pod(), vol, mint_token=mint, **lookups())
     assert content.refresh
     assert {f.path: f.data for f in content.files or []} == {"token": b"tok", "ca.crt": b"hi", "namespace": b"ns"}
@@ -109,8 +122,10 @@ def test_projected_service_account_volume() -> None:
 
 
 def test_secret_volume_items_modes_and_escape_protection() -> None:
-    vol = {"name": "v", "secret": {"secretName": "s", "defaultMode": 0o400,
-                                   "items": [{"key": "k", "path": "dir/key", "mode": 0o600}]}}
+    vol = {
+        "name": "v",
+        "secret": {"secretName": "s", "defaultMode": 0o400, "items": [{"key": "k", "path": "dir/key", "mode": 0o600}]},
+    }
     content = podspec.volume_content(pod(), vol, mint_token=lambda a, e: "", **lookups())
     assert [(f.path, f.data, f.mode) for f in content.files or []] == [("dir/key", b"secret-value", 0o600)]
     bad = {"name": "v", "secret": {"secretName": "s", "items": [{"key": "k", "path": "../../etc/x"}]}}
@@ -125,20 +140,25 @@ def test_secret_volume_items_modes_and_escape_protection() -> None:
 
 def test_empty_dir_memory_and_unsupported_volume() -> None:
     mint = lambda a, e: ""  # noqa: E731
-    assert podspec.volume_content(pod(), {"name": "v", "emptyDir": {"medium": "Memory"}}, mint_token=mint,
-                                  **lookups()).memory
+    assert podspec.volume_content(
+        pod(), {"name": "v", "emptyDir": {"medium": "Memory"}}, mint_token=mint, **lookups()
+    ).memory
     with pytest.raises(PodConfigError, match="unsupported volume"):
-        podspec.volume_content(pod(), {"name": "v", "persistentVolumeClaim": {"claimName": "x"}},
-                               mint_token=mint, **lookups())
+        podspec.volume_content(
+            pod(), {"name": "v", "persistentVolumeClaim": {"claimName": "x"}}, mint_token=mint, **lookups()
+        )
 
 
 def test_mounts_order_subpath_and_validation() -> None:
-    c = {"name": "c", "volumeMounts": [
-        {"name": "a", "mountPath": "/semipd/bin", "readOnly": True},
-        {"name": "b", "mountPath": "/semipd"},
-        {"name": "b", "mountPath": "/etc/app.conf", "subPath": "conf/app.conf"},
-        {"name": "b", "mountPath": "/data/$(X)", "subPathExpr": "p-$(X)"},
-    ]}
+    c = {
+        "name": "c",
+        "volumeMounts": [
+            {"name": "a", "mountPath": "/semipd/bin", "readOnly": True},
+            {"name": "b", "mountPath": "/semipd"},
+            {"name": "b", "mountPath": "/etc/app.conf", "subPath": "conf/app.conf"},
+            {"name": "b", "mountPath": "/data/$(X)", "subPathExpr": "p-$(X)"},
+        ],
+    }
     ms = podspec.mounts(c, {"a": "/v/a", "b": "/v/b"}, {"X": "7"})
     assert [m.target for m in ms][:1] == ["/semipd"]
     assert podspec.Mount("/v/a", "/semipd/bin", True) in ms
@@ -172,8 +192,10 @@ def _state(exit_code: int | None, running: bool = False) -> ContainerState:
 def test_pod_phase() -> None:
     assert podspec.pod_phase("Always", [_state(None)], initialized=False, failed_init=False) == "Pending"
     assert podspec.pod_phase("Never", [_state(None)], initialized=True, failed_init=True) == "Failed"
-    assert podspec.pod_phase("Never", [_state(0), _state(None, running=True)], initialized=True,
-                             failed_init=False) == "Running"
+    assert (
+        podspec.pod_phase("Never", [_state(0), _state(None, running=True)], initialized=True, failed_init=False)
+        == "Running"
+    )
     assert podspec.pod_phase("Never", [_state(0), _state(0)], initialized=True, failed_init=False) == "Succeeded"
     assert podspec.pod_phase("Never", [_state(0), _state(2)], initialized=True, failed_init=False) == "Failed"
     assert podspec.pod_phase("OnFailure", [_state(2)], initialized=True, failed_init=False) == "Running"
@@ -189,12 +211,14 @@ def test_conditions_keep_transition_time_until_status_changes() -> None:
 
 
 def test_probe_parsing_named_ports() -> None:
-    c = {"name": "c", "ports": [{"name": "http", "containerPort": 8000}],
-         "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 2}}
+    c = {
+        "name": "c",
+        "ports": [{"name": "http", "containerPort": 8000}],
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 2},
+    }
     p = podspec.probe(c, "readinessProbe", "127.10.0.5")
     assert p is not None
-    assert (p.kind, p.host, p.port, p.path, p.period) == ("httpGet", "127.10.0.5", 8000,
-                                                                             "/health", 2.0)
+    assert (p.kind, p.host, p.port, p.path, p.period) == ("httpGet", "127.10.0.5", 8000, "/health", 2.0)
     assert podspec.probe(c, "livenessProbe", "x") is None
     with pytest.raises(PodConfigError, match="named port"):
         podspec.probe({"name": "c", "readinessProbe": {"tcpSocket": {"port": "nope"}}}, "readinessProbe", "x")
@@ -202,8 +226,7 @@ def test_probe_parsing_named_ports() -> None:
 
 def test_decode_secret_and_configmap_binary() -> None:
     assert podspec.decode_secret({"a": base64.b64encode(b"\x00\x01").decode()}) == {"a": b"\x00\x01"}
-    assert podspec.encode_configmap({"t": "x"}, {"b": base64.b64encode(b"\xff").decode()}) == {"t": b"x",
-                                                                                                  "b": b"\xff"}
+    assert podspec.encode_configmap({"t": "x"}, {"b": base64.b64encode(b"\xff").decode()}) == {"t": b"x", "b": b"\xff"}
 
 
 # --- nodes ----------------------------------------------------------------------------------
@@ -213,7 +236,13 @@ def test_plan_nodes_assigns_disjoint_loopback_cidrs_and_keeps_existing() -> None
     pools = nodes.default_pools()
     plan = nodes.plan_nodes(pools, {}, 23)
     assert [m["metadata"]["name"] for m in plan.create] == [
-        "gpu-h200-0", "gpu-h200-1", "gpu-h200-2", "gpu-h200-3", "ascend-910b-0", "ascend-910b-1"]
+        "gpu-h200-0",
+        "gpu-h200-1",
+        "gpu-h200-2",
+        "gpu-h200-3",
+        "ascend-910b-0",
+        "ascend-910b-1",
+    ]
     cidrs = [ipaddress.ip_network(m["spec"]["podCIDR"]) for m in plan.create]
     assert all(c.subnet_of(ipaddress.ip_network("127.23.0.0/16")) for c in cidrs)
     assert len(set(cidrs)) == 6
@@ -247,8 +276,10 @@ def _fake_stage_dir(tmp_path: Path) -> Path:
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         name = Path(rel).stem
-        path.write_text(f"apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {{name: {name}}}\n"
-                        "spec:\n  selector:\n    matchExpressions: []\n")
+        path.write_text(
+            f"apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {{name: {name}}}\n"
+            "spec:\n  selector:\n    matchExpressions: []\n"
+        )
     return tmp_path
 
 
@@ -257,7 +288,8 @@ def test_kwok_pod_stages_leave_local_exec_pods_to_the_kubelet(tmp_path: Path) ->
     key = f'.metadata.annotations["{LOCAL_EXEC_ANNOTATION}"]'
     for name in ("pod-ready", "pod-complete", "pod-delete"):
         assert {"key": key, "operator": "NotIn", "values": ["true"]} in stages[name]["spec"]["selector"][
-            "matchExpressions"]
+            "matchExpressions"
+        ]
     assert stages["node-initialize"]["spec"]["selector"]["matchExpressions"] == []
     ours = stages["semipd-local-exec-assign-ip"]["spec"]
     assert {"key": key, "operator": "In", "values": ["true"]} in ours["selector"]["matchExpressions"]
@@ -276,11 +308,16 @@ def test_prometheus_config_discovers_annotated_pods_by_ip(tmp_path: Path) -> Non
     assert job["kubernetes_sd_configs"][0]["role"] == "pod"
     assert job["kubernetes_sd_configs"][0]["api_server"] == "https://127.0.0.1:6443"
     relabel = job["relabel_configs"]
-    assert relabel[0] == {"source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"],
-                          "action": "keep", "regex": "true"}
+    assert relabel[0] == {
+        "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"],
+        "action": "keep",
+        "regex": "true",
+    }
     address = next(r for r in relabel if r.get("target_label") == "__address__")
-    assert address["source_labels"] == ["__meta_kubernetes_pod_ip",
-                                        "__meta_kubernetes_pod_annotation_prometheus_io_port"]
+    assert address["source_labels"] == [
+        "__meta_kubernetes_pod_ip",
+        "__meta_kubernetes_pod_annotation_prometheus_io_port",
+    ]
     assert cfg["global"]["scrape_interval"] == "2s"
     # Labels the operator rewrites on live pods never become target labels (series would churn).
     labelmap = next(i for i, r in enumerate(relabel) if r.get("action") == "labelmap")
@@ -301,9 +338,9 @@ def test_choose_octet_skips_leased_and_busy_slices() -> None:
 def test_parse_proc_net_tcp_finds_loopback_slices() -> None:
     dump = (
         "  sl  local_address rem_address   st\n"
-        "   0: 0100007F:1F90 00000000:0000 0A\n"      # 127.0.0.1:8080
-        "   1: 01000A7F:2382 00000000:0000 0A\n"      # 127.10.0.1:9090
-        "   2: 0100000A:0016 00000000:0000 0A\n"      # 10.0.0.1:22
+        "   0: 0100007F:1F90 00000000:0000 0A\n"  # 127.0.0.1:8080
+        "   1: 01000A7F:2382 00000000:0000 0A\n"  # 127.10.0.1:9090
+        "   2: 0100000A:0016 00000000:0000 0A\n"  # 10.0.0.1:22
     )
     assert addresses.parse_proc_net_tcp(dump) == {0, 10}
 

@@ -24,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(prog="python -m e2e.harness")
     parser.add_argument("command", choices=["up", "down", "status", "kubeconfig"])
-    parser.add_argument("--run-dir", type=Path, default=None,
-                        help="cluster run directory (default: $SEMIPD_RUN_DIR or .run/cluster)")
+    parser.add_argument(
+        "--run-dir", type=Path, default=None, help="cluster run directory (default: $SEMIPD_RUN_DIR or .run/cluster)"
+    )
     parser.add_argument("--no-reuse", action="store_true", help="up: always start a fresh cluster")
     ns = parser.parse_args(args)
     cluster = Cluster(ns.run_dir)

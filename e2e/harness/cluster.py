@@ -32,8 +32,7 @@ from .processes import Fatal, Timeout, wait_until
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 BACKGROUND = (*CONTROL_PLANE, "kubelet", "prometheus")
-STOP_ORDER = ("prometheus", "kubelet", "kwok", "kube-scheduler", "kube-controller-manager",
-              "kube-apiserver", "etcd")
+STOP_ORDER = ("prometheus", "kubelet", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 
 
 KUBELET_SOURCES = ("kubelet.py", "podspec.py", "podexec.py", "processes.py", "kube.py", "config.py")
@@ -160,12 +159,17 @@ class Cluster:
         """Server-side apply dict manifests (namespaced ones carry metadata.namespace)."""
         return kube.apply_all(self.dynamic(), objs)
 
-    def kubectl(self, *args: str, check: bool = True, timeout: float = 60,
-                input: str | None = None) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, check: bool = True, timeout: float = 60, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run the real kubectl (from the binary cache) against this cluster."""
         return subprocess.run(
             [str(binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
-            check=check, capture_output=True, text=True, timeout=timeout, input=input,
+            check=check,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
         )
 
     # --- processes ---------------------------------------------------------------------------
@@ -181,12 +185,14 @@ class Cluster:
             RUN_MARKER_ENV: self.run_id,
         }
 
-    def _start(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None,
-               cwd: Path | None = None) -> int:
+    def _start(self, name: str, argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> int:
         proc = processes.spawn(argv, log=self.paths.log(name), env=env or self._env(), cwd=cwd)
         self._children[name] = proc
-        self.state.setdefault("processes", {})[name] = {"pid": proc.pid, "argv": list(argv),
-                                                        "log": str(self.paths.log(name))}
+        self.state.setdefault("processes", {})[name] = {
+            "pid": proc.pid,
+            "argv": list(argv),
+            "log": str(self.paths.log(name)),
+        }
         self._save_state()
         return proc.pid
 
@@ -207,8 +213,9 @@ class Cluster:
             except Exception as exc:  # not up yet
                 last = exc
             if time.monotonic() > deadline:
-                raise Timeout(f"{name} not healthy after {timeout:.0f}s (last: {last!r}); log tail:\n"
-                              f"{self.log_tail(name)}")
+                raise Timeout(
+                    f"{name} not healthy after {timeout:.0f}s (last: {last!r}); log tail:\n{self.log_tail(name)}"
+                )
             time.sleep(0.2)
 
     def log_tail(self, name: str, lines: int = 30) -> str:
@@ -270,9 +277,14 @@ class Cluster:
             d.mkdir(parents=True, exist_ok=True)
         ports = components.Ports(*processes.free_ports(7))
         run_id = uuid.uuid4().hex[:12]
-        self.state = {"run_id": run_id, "ports": asdict(ports), "created": time.time(),
-                      "processes": {}, "ready": False,
-                      "address_octet": addresses.acquire(run_id, root)}
+        self.state = {
+            "run_id": run_id,
+            "ports": asdict(ports),
+            "created": time.time(),
+            "processes": {},
+            "ready": False,
+            "address_octet": addresses.acquire(run_id, root),
+        }
         self._save_state()
         log(f"pod addresses: {addresses.slice_network(self.address_octet)}")
         self._api = self._dynamic = None
@@ -321,8 +333,12 @@ class Cluster:
         env = self._env()
         env["PYTHONPATH"] = str(REPO_ROOT)
         env["PYTHONUNBUFFERED"] = "1"
-        self._start("kubelet", [sys.executable, "-m", "e2e.harness", "kubelet", "--run-dir", str(self.paths.root)],
-                    env=env, cwd=REPO_ROOT)
+        self._start(
+            "kubelet",
+            [sys.executable, "-m", "e2e.harness", "kubelet", "--run-dir", str(self.paths.root)],
+            env=env,
+            cwd=REPO_ROOT,
+        )
         self._await("kubelet", self.paths.kubelet_ready.exists, 30)
         log("local kubelet watching pods")
 
@@ -344,8 +360,11 @@ class Cluster:
             node_res.create(body=manifest)
         names = [n for p in pools for n in p.node_names()]
         self.wait_nodes_ready(names, timeout=timeout)
-        wait_until(lambda: not (set(self.managed_nodes()) - set(names)), timeout=timeout,
-                   what=f"deleted nodes {plan.delete} to disappear")
+        wait_until(
+            lambda: not (set(self.managed_nodes()) - set(names)),
+            timeout=timeout,
+            what=f"deleted nodes {plan.delete} to disappear",
+        )
         if plan.create or plan.delete:
             log(f"nodes: created {len(plan.create)}, deleted {len(plan.delete)}; {len(names)} Ready")
         self.state["node_pools"] = [p.name for p in pools]
@@ -366,8 +385,7 @@ class Cluster:
                     return False
             return True
 
-        wait_until(ready, timeout=timeout, what=f"nodes Ready: {list(names)}",
-                   on_timeout=lambda: self.log_tail("kwok"))
+        wait_until(ready, timeout=timeout, what=f"nodes Ready: {list(names)}", on_timeout=lambda: self.log_tail("kwok"))
 
     # --- Prometheus --------------------------------------------------------------------------
 
@@ -408,13 +426,18 @@ class Cluster:
 
     # --- pods --------------------------------------------------------------------------------
 
-    def wait_pods(self, namespace: str, label_selector: str, count: int, *, ready: bool = True,
-                  timeout: float = 60) -> list[Any]:
+    def wait_pods(
+        self, namespace: str, label_selector: str, count: int, *, ready: bool = True, timeout: float = 60
+    ) -> list[Any]:
         """Wait until exactly `count` non-terminating pods match and all are Running (and Ready,
         unless `ready=False`); returns them (V1Pod objects)."""
+
         def probe() -> list[Any] | None:
-            pods = [p for p in self.core().list_namespaced_pod(namespace, label_selector=label_selector).items
-                    if p.metadata.deletion_timestamp is None]
+            pods = [
+                p
+                for p in self.core().list_namespaced_pod(namespace, label_selector=label_selector).items
+                if p.metadata.deletion_timestamp is None
+            ]
             if len(pods) != count or any(p.status.phase != "Running" for p in pods):
                 return None
             if ready:
@@ -426,17 +449,26 @@ class Cluster:
 
         def describe() -> str:
             pods = self.core().list_namespaced_pod(namespace, label_selector=label_selector).items
-            return "\n".join(f"  {p.metadata.name} node={p.spec.node_name} phase={p.status.phase} "
-                             f"ip={p.status.pod_ip} deleting={p.metadata.deletion_timestamp is not None}"
-                             for p in pods) or "  (no pods)"
+            return (
+                "\n".join(
+                    f"  {p.metadata.name} node={p.spec.node_name} phase={p.status.phase} "
+                    f"ip={p.status.pod_ip} deleting={p.metadata.deletion_timestamp is not None}"
+                    for p in pods
+                )
+                or "  (no pods)"
+            )
 
-        result: list[Any] = wait_until(probe, timeout=timeout, what=f"{count} pods {label_selector} in {namespace}",
-                                       on_timeout=describe)
+        result: list[Any] = wait_until(
+            probe, timeout=timeout, what=f"{count} pods {label_selector} in {namespace}", on_timeout=describe
+        )
         return result
 
     def wait_gone(self, namespace: str, label_selector: str, *, timeout: float = 60) -> None:
-        wait_until(lambda: not self.core().list_namespaced_pod(namespace, label_selector=label_selector).items,
-                   timeout=timeout, what=f"pods {label_selector} in {namespace} to be deleted")
+        wait_until(
+            lambda: not self.core().list_namespaced_pod(namespace, label_selector=label_selector).items,
+            timeout=timeout,
+            what=f"pods {label_selector} in {namespace} to be deleted",
+        )
 
     def events(self, namespace: str, involved_name: str) -> list[Any]:
         selector = f"involvedObject.name={involved_name}"
@@ -468,8 +500,11 @@ class Cluster:
         for name in BACKGROUND:
             pid = self.pid(name)
             alive = self.process_alive(name)
-            procs[name] = {"pid": pid, "alive": alive,
-                           "rss_mib": round((processes.rss_kib(pid) or 0) / 1024, 1) if pid and alive else None}
+            procs[name] = {
+                "pid": pid,
+                "alive": alive,
+                "rss_mib": round((processes.rss_kib(pid) or 0) / 1024, 1) if pid and alive else None,
+            }
         return {
             "run_dir": str(self.paths.root),
             "run_id": self.state.get("run_id"),
@@ -492,13 +527,19 @@ class Cluster:
         run_id = self.run_id
         recorded = self.state.get("processes", {})
         # The kubelet stops its pods on SIGTERM; give it a moment before the control plane goes.
-        for group in (("prometheus", "kubelet"), ("kwok", "kube-scheduler", "kube-controller-manager"),
-                      ("kube-apiserver",), ("etcd",)):
+        for group in (
+            ("prometheus", "kubelet"),
+            ("kwok", "kube-scheduler", "kube-controller-manager"),
+            ("kube-apiserver",),
+            ("etcd",),
+        ):
             pids = [int(recorded[n]["pid"]) for n in group if n in recorded and self.process_alive(n)]
             t0 = time.monotonic()
             killed = processes.terminate_groups(pids, grace=grace)
-            log(f"stopped {', '.join(group)} in {time.monotonic() - t0:.1f}s"
-                + (f" (SIGKILLed {killed})" if killed else ""))
+            log(
+                f"stopped {', '.join(group)} in {time.monotonic() - t0:.1f}s"
+                + (f" (SIGKILLed {killed})" if killed else "")
+            )
         leftovers = processes.kill_marked(RUN_MARKER_ENV, run_id, grace=2)
         if leftovers:
             log(f"swept {len(leftovers)} leftover process(es) of run {run_id}: {leftovers}")

@@ -24,8 +24,9 @@ def apply(dyn: dynamic.DynamicClient, obj: dict[str, Any]) -> Any:
     """Server-side apply one object (dict manifest) and return the result."""
     res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
     ns = obj["metadata"].get("namespace") if res.namespaced else None
-    return res.server_side_apply(body=obj, name=obj["metadata"]["name"], namespace=ns,
-                                 field_manager=FIELD_MANAGER, force_conflicts=True)
+    return res.server_side_apply(
+        body=obj, name=obj["metadata"]["name"], namespace=ns, field_manager=FIELD_MANAGER, force_conflicts=True
+    )
 
 
 def apply_all(dyn: dynamic.DynamicClient, objs: Iterable[dict[str, Any]]) -> list[Any]:

@@ -114,12 +114,16 @@ class Kubelet:
         except NotFoundError:
             return None
 
-    def event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str,
-              container: str | None = None) -> None:
+    def event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str, container: str | None = None) -> None:
         meta = pod["metadata"]
         ts = now_iso()
-        involved = {"kind": "Pod", "apiVersion": "v1", "namespace": meta["namespace"], "name": meta["name"],
-                    "uid": meta["uid"]}
+        involved = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "namespace": meta["namespace"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+        }
         if container:
             involved["fieldPath"] = f"spec.containers{{{container}}}"
         body = {
@@ -142,12 +146,13 @@ class Kubelet:
         except Exception as exc:  # events are best effort, as in the real kubelet
             status = getattr(exc, "status", None)
             if status != 403:  # 403: the namespace is terminating
-                log(f"event {reason} for {meta['namespace']}/{meta['name']} not recorded: "
-                    f"{type(exc).__name__} {status or exc}")
+                log(
+                    f"event {reason} for {meta['namespace']}/{meta['name']} not recorded: "
+                    f"{type(exc).__name__} {status or exc}"
+                )
 
     def force_delete(self, namespace: str, name: str, uid: str) -> None:
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                "preconditions": {"uid": uid}}
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
         with contextlib.suppress(NotFoundError, ConflictError):  # already gone, or a newer pod
             self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body=body)
 
@@ -206,8 +211,13 @@ class Kubelet:
                 self.paths.kubelet_ready.touch()
                 rv = listing["metadata"]["resourceVersion"]
                 stream = watch.Watch()
-                for ev in stream.stream(self.core.list_pod_for_all_namespaces, resource_version=rv,
-                                   timeout_seconds=300, allow_watch_bookmarks=True, deserialize=False):
+                for ev in stream.stream(
+                    self.core.list_pod_for_all_namespaces,
+                    resource_version=rv,
+                    timeout_seconds=300,
+                    allow_watch_bookmarks=True,
+                    deserialize=False,
+                ):
                     if self.stopping.is_set():
                         stream.stop()
                         break
@@ -234,8 +244,10 @@ class Kubelet:
             raise SystemExit("unshare(1) not found: run e2e/install-deps.sh")
         probe = subprocess.run([self.unshare, "--mount", "--propagation", "private", "true"], capture_output=True)
         if probe.returncode != 0:
-            raise SystemExit(f"unshare --mount does not work here ({probe.stderr.decode().strip()}); "
-                             "the local kubelet needs root for per-pod mount namespaces")
+            raise SystemExit(
+                f"unshare --mount does not work here ({probe.stderr.decode().strip()}); "
+                "the local kubelet needs root for per-pod mount namespaces"
+            )
         self.sweep_orphans()
         signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
         signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
@@ -295,8 +307,9 @@ class ContainerRunner:
         pod = self.w.pod
         self.w.forget_lookups()  # each (re)start sees the current Secrets and ConfigMaps
         try:
-            env = podspec.resolve_env(pod, self.spec, base=self.w.base_env(self),
-                                      secrets=self.w.secret, configmaps=self.w.configmap)
+            env = podspec.resolve_env(
+                pod, self.spec, base=self.w.base_env(self), secrets=self.w.secret, configmaps=self.w.configmap
+            )
             argv = podspec.command_line(self.spec, env)
             mounts = podspec.mounts(self.spec, self.w.volume_dirs, env)
             pod_ip = pod["status"]["podIP"]
@@ -310,8 +323,12 @@ class ContainerRunner:
             self.next_start = now + podspec.backoff_delay(self.backoff_n, base=BACKOFF_BASE, cap=BACKOFF_CAP)
             return
         cwd = self.spec.get("workingDir") or str(self.w.dir / "work")
-        launch = {"mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only} for m in mounts],
-                  "cwd": cwd, "argv": argv, "env": env}
+        launch = {
+            "mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only} for m in mounts],
+            "cwd": cwd,
+            "argv": argv,
+            "env": env,
+        }
         spec_file = self.w.dir / "launch" / f"{self.name}.json"
         spec_file.parent.mkdir(parents=True, exist_ok=True)
         spec_file.write_text(json.dumps(launch, indent=1))
@@ -322,9 +339,23 @@ class ContainerRunner:
         assert kubelet.unshare is not None
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
-                [kubelet.unshare, "--mount", "--propagation", "private", "--",
-                 sys.executable, "-I", "-S", str(PODEXEC), str(spec_file)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                [
+                    kubelet.unshare,
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--",
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    str(PODEXEC),
+                    str(spec_file),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         if self.ever_started:
             self.state.restart_count += 1
@@ -337,9 +368,11 @@ class ContainerRunner:
         # liveness-checked) only once that probe succeeded.
         self.state.started = self.startup is None
         self.state.ready = self.readiness is None and self.startup is None
-        self.probe_due = {k: now + p.initial_delay for k, p in (("startup", self.startup),
-                                                                ("readiness", self.readiness),
-                                                                ("liveness", self.liveness)) if p}
+        self.probe_due = {
+            k: now + p.initial_delay
+            for k, p in (("startup", self.startup), ("readiness", self.readiness), ("liveness", self.liveness))
+            if p
+        }
         self.probe_ok, self.probe_fail = {}, {}
         kubelet.event(pod, "Normal", "Started", f"Started container {self.name} (pid {self.proc.pid})", self.name)
 
@@ -353,8 +386,13 @@ class ContainerRunner:
         self.proc = None
         self.kill_leftovers(pid)
         code = rc if rc >= 0 else 128 - rc
-        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                "startedAt": self.started_at, "finishedAt": now_iso(), "containerID": ""}
+        term = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": self.started_at,
+            "finishedAt": now_iso(),
+            "containerID": "",
+        }
         self.state.ready = False
         self.state.started = False
         pod = self.w.pod
@@ -370,11 +408,20 @@ class ContainerRunner:
         self.backoff_n += 1
         delay = podspec.backoff_delay(self.backoff_n, base=BACKOFF_BASE, cap=BACKOFF_CAP)
         self.state.last_state = {"terminated": term}
-        self.state.state = {"waiting": {"reason": "CrashLoopBackOff",
-                                        "message": f"back-off {delay:g}s restarting failed container={self.name}"}}
+        self.state.state = {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": f"back-off {delay:g}s restarting failed container={self.name}",
+            }
+        }
         self.next_start = now + delay
-        self.w.kubelet.event(pod, "Warning", "BackOff",
-                             f"Container {self.name} exited with code {code}; restarting in {delay:g}s", self.name)
+        self.w.kubelet.event(
+            pod,
+            "Warning",
+            "BackOff",
+            f"Container {self.name} exited with code {code}; restarting in {delay:g}s",
+            self.name,
+        )
 
     def _probe(self, now: float) -> None:
         if self.startup is not None and not self.state.started:
@@ -397,9 +444,13 @@ class ContainerRunner:
                 elif not ok and self.probe_fail[which] >= probe.failure_threshold:
                     self.state.ready = False
             elif not ok and self.probe_fail[which] >= probe.failure_threshold and self.proc is not None:
-                self.w.kubelet.event(self.w.pod, "Warning", "Unhealthy",
-                                     f"Liveness probe failed {probe.failure_threshold} times; restarting",
-                                     self.name)
+                self.w.kubelet.event(
+                    self.w.pod,
+                    "Warning",
+                    "Unhealthy",
+                    f"Liveness probe failed {probe.failure_threshold} times; restarting",
+                    self.name,
+                )
                 self.stop(self.w.grace_seconds())
 
     def _startup_probe(self, now: float, probe: Probe) -> None:
@@ -414,8 +465,13 @@ class ContainerRunner:
             return
         self.probe_fail["startup"] = self.probe_fail.get("startup", 0) + 1
         if self.probe_fail["startup"] >= probe.failure_threshold and self.proc is not None:
-            self.w.kubelet.event(self.w.pod, "Warning", "Unhealthy",
-                                 f"Startup probe failed {probe.failure_threshold} times; restarting", self.name)
+            self.w.kubelet.event(
+                self.w.pod,
+                "Warning",
+                "Unhealthy",
+                f"Startup probe failed {probe.failure_threshold} times; restarting",
+                self.name,
+            )
             self.stop(self.w.grace_seconds())
 
     def _run_probe(self, probe: Probe) -> bool:
@@ -426,8 +482,9 @@ class ContainerRunner:
             if probe.kind == "httpGet":
                 conn: http.client.HTTPConnection
                 if probe.scheme.upper() == "HTTPS":
-                    conn = http.client.HTTPSConnection(probe.host, probe.port, timeout=probe.timeout,
-                                                       context=ssl._create_unverified_context())
+                    conn = http.client.HTTPSConnection(
+                        probe.host, probe.port, timeout=probe.timeout, context=ssl._create_unverified_context()
+                    )
                 else:
                     conn = http.client.HTTPConnection(probe.host, probe.port, timeout=probe.timeout)
                 try:
@@ -436,8 +493,12 @@ class ContainerRunner:
                 finally:
                     conn.close()
             if probe.kind == "exec" and self.proc is not None and self.w.kubelet.nsenter:
-                r = subprocess.run([self.w.kubelet.nsenter, "-t", str(self.proc.pid), "-m", "--", *probe.command],
-                                   env=self.env, capture_output=True, timeout=probe.timeout)
+                r = subprocess.run(
+                    [self.w.kubelet.nsenter, "-t", str(self.proc.pid), "-m", "--", *probe.command],
+                    env=self.env,
+                    capture_output=True,
+                    timeout=probe.timeout,
+                )
                 return r.returncode == 0
         except (OSError, subprocess.TimeoutExpired, http.client.HTTPException):
             return False
@@ -500,8 +561,10 @@ class PodWorker(threading.Thread):
         self.refresh_at: float | None = None
         self.refresh_period = 0.0
         self.devices: dict[str, list[int]] = {}
-        self.inits = [ContainerRunner(self, c, "sidecar" if podspec.is_sidecar(c) else "init")
-                      for c in pod["spec"].get("initContainers") or []]
+        self.inits = [
+            ContainerRunner(self, c, "sidecar" if podspec.is_sidecar(c) else "init")
+            for c in pod["spec"].get("initContainers") or []
+        ]
         self.mains = [ContainerRunner(self, c, "main") for c in pod["spec"]["containers"]]
         self.init_index = 0
         self.initialized = not self.inits
@@ -550,8 +613,9 @@ class PodWorker(threading.Thread):
         key = f"configmap/{name}"
         if key not in self._lookups:
             obj = self.kubelet.get_or_none(f"/api/v1/namespaces/{self.namespace}/configmaps/{name}")
-            self._lookups[key] = None if obj is None else podspec.encode_configmap(obj.get("data"),
-                                                                                   obj.get("binaryData"))
+            self._lookups[key] = (
+                None if obj is None else podspec.encode_configmap(obj.get("data"), obj.get("binaryData"))
+            )
         return self._lookups[key]
 
     def mint_token(self, audience: str | None, expiration: int) -> str:
@@ -566,7 +630,8 @@ class PodWorker(threading.Thread):
             },
         }
         result = self.kubelet.request(
-            "POST", f"/api/v1/namespaces/{self.namespace}/serviceaccounts/{sa}/token", body=body)
+            "POST", f"/api/v1/namespaces/{self.namespace}/serviceaccounts/{sa}/token", body=body
+        )
         return str(result["status"]["token"])
 
     # --- set-up ------------------------------------------------------------------------------
@@ -601,7 +666,8 @@ class PodWorker(threading.Thread):
                 count = int(limits.get(resource, 0) or 0)
                 if count:
                     self.devices[f"{c['name']}/{resource}"] = self.kubelet.devices.allocate(
-                        node, resource, count, self.uid)
+                        node, resource, count, self.uid
+                    )
 
     def _write_volume(self, name: str, content: podspec.VolumeContent) -> None:
         target = Path(self.volume_dirs[name])
@@ -619,8 +685,9 @@ class PodWorker(threading.Thread):
         refresh_after: float | None = None
         self.forget_lookups()
         for vol in self.pod["spec"].get("volumes") or []:
-            content = podspec.volume_content(self.pod, vol, secrets=self.secret, configmaps=self.configmap,
-                                             mint_token=self.mint_token)
+            content = podspec.volume_content(
+                self.pod, vol, secrets=self.secret, configmaps=self.configmap, mint_token=self.mint_token
+            )
             name = vol["name"]
             if content.host_path is not None:
                 os.makedirs(content.host_path, exist_ok=True)
@@ -631,16 +698,20 @@ class PodWorker(threading.Thread):
             self._write_volume(name, content)
             if content.refresh:
                 projected = vol["projected"]["sources"]
-                exp = min(int(s["serviceAccountToken"].get("expirationSeconds", 3600))
-                          for s in projected if "serviceAccountToken" in s)
+                exp = min(
+                    int(s["serviceAccountToken"].get("expirationSeconds", 3600))
+                    for s in projected
+                    if "serviceAccountToken" in s
+                )
                 refresh_after = min(refresh_after or exp * 0.8, exp * 0.8)
         return refresh_after
 
     def refresh_tokens(self) -> None:
         for vol in self.pod["spec"].get("volumes") or []:
             if "projected" in vol:
-                content = podspec.volume_content(self.pod, vol, secrets=self.secret, configmaps=self.configmap,
-                                                 mint_token=self.mint_token)
+                content = podspec.volume_content(
+                    self.pod, vol, secrets=self.secret, configmaps=self.configmap, mint_token=self.mint_token
+                )
                 if content.refresh:
                     self._write_volume(vol["name"], content)
 
@@ -700,8 +771,13 @@ class PodWorker(threading.Thread):
                     return
                 elif r.state.exit_code != 0:
                     self.failed_init = True
-                    self.kubelet.event(self.pod, "Warning", "InitFailed",
-                                       f"Init container {r.name} failed with code {r.state.exit_code}", r.name)
+                    self.kubelet.event(
+                        self.pod,
+                        "Warning",
+                        "InitFailed",
+                        f"Init container {r.name} failed with code {r.state.exit_code}",
+                        r.name,
+                    )
                     return
                 self.init_index += 1
             self.initialized = True
@@ -718,14 +794,18 @@ class PodWorker(threading.Thread):
 
     def phase(self) -> str:
         policy = str(self.pod["spec"].get("restartPolicy") or "Always")
-        return podspec.pod_phase(policy, [r.state for r in self.mains], initialized=self.initialized,
-                                 failed_init=self.failed_init)
+        return podspec.pod_phase(
+            policy, [r.state for r in self.mains], initialized=self.initialized, failed_init=self.failed_init
+        )
 
     def report(self) -> None:
         if self.gone.is_set():
             return
-        ready = self.initialized and all(r.state.ready for r in self.mains) and all(
-            r.state.ready for r in self.inits if r.kind == "sidecar")
+        ready = (
+            self.initialized
+            and all(r.state.ready for r in self.mains)
+            and all(r.state.ready for r in self.inits if r.kind == "sidecar")
+        )
         phase = self.phase()
         ready = ready and phase == "Running"
         conds = podspec.conditions(now_iso(), initialized=self.initialized, ready=ready, previous=self.conditions)
@@ -739,8 +819,12 @@ class PodWorker(threading.Thread):
         if status == self.reported:
             return
         try:
-            self.kubelet.request("PATCH", f"/api/v1/namespaces/{self.namespace}/pods/{self.pod_name}/status",
-                                 body={"status": status}, content_type="application/merge-patch+json")
+            self.kubelet.request(
+                "PATCH",
+                f"/api/v1/namespaces/{self.namespace}/pods/{self.pod_name}/status",
+                body={"status": status},
+                content_type="application/merge-patch+json",
+            )
         except NotFoundError:
             self.gone.set()
             return
@@ -755,8 +839,9 @@ class PodWorker(threading.Thread):
         grace = SHUTDOWN_GRACE if self.shutting_down.is_set() else self.grace_seconds()
         running = [r for r in self.mains + self.inits if r.proc is not None]
         if running and not self.shutting_down.is_set():
-            self.kubelet.event(self.pod, "Normal", "Killing",
-                               f"Stopping containers {[r.name for r in running]} (grace {grace:g}s)")
+            self.kubelet.event(
+                self.pod, "Normal", "Killing", f"Stopping containers {[r.name for r in running]} (grace {grace:g}s)"
+            )
         deadline = time.monotonic() + grace
         for r in self.mains:  # containers first, then sidecars, as the kubelet does
             r.terminate()

@@ -52,8 +52,8 @@ ASSIGN_IP_STAGE: dict[str, Any] = {
                     "- ip: {{ . | Quote }}",
                     "{{ end }}",
                     "{{ end }}",
-                    "{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid \"\" )"
-                    " ( or .metadata.name \"\" ) ( or .metadata.namespace \"\" ) }}",
+                    '{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" )'
+                    ' ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}',
                     "podIP: {{ index . 0 | Quote }}",
                     "podIPs:",
                     "{{ range . }}",

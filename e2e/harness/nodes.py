@@ -50,8 +50,13 @@ class NodePool:
 
 
 def gpu_pool(
-    name: str = "gpu-h200", count: int = 4, *, product: str = "NVIDIA-H200", gpus: int = 8,
-    memory_mib: int = 143771, taints: tuple[Taint, ...] = (),
+    name: str = "gpu-h200",
+    count: int = 4,
+    *,
+    product: str = "NVIDIA-H200",
+    gpus: int = 8,
+    memory_mib: int = 143771,
+    taints: tuple[Taint, ...] = (),
 ) -> NodePool:
     """NVIDIA nodes labelled as GPU Feature Discovery would label them."""
     return NodePool(
@@ -71,7 +76,11 @@ def gpu_pool(
 
 
 def ascend_pool(
-    name: str = "ascend-910b", count: int = 2, *, chip: str = "910B3", npus: int = 8,
+    name: str = "ascend-910b",
+    count: int = 2,
+    *,
+    chip: str = "910B3",
+    npus: int = 8,
     taints: tuple[Taint, ...] = (Taint("huawei.com/Ascend910", "present"),),
 ) -> NodePool:
     """Huawei Ascend nodes labelled as the MindCluster device plugin expects, tainted."""

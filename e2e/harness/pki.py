@@ -164,16 +164,18 @@ def generate(pki_dir: Path) -> Pki:
     _write(pki.ca_key, _key_pem(ca_key), private=True)
     _write(pki.ca_cert, _cert_pem(ca_cert))
 
-    def sign(subject: x509.Name, key: ec.EllipticCurvePrivateKey, builder_extra: list[x509.ExtensionType],
-             usage: x509.ObjectIdentifier) -> x509.Certificate:
+    def sign(
+        subject: x509.Name,
+        key: ec.EllipticCurvePrivateKey,
+        builder_extra: list[x509.ExtensionType],
+        usage: x509.ObjectIdentifier,
+    ) -> x509.Certificate:
         b = (
             _builder(subject, ca_name, key)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(_leaf_key_usage(), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         )
         for ext in builder_extra:
             b = b.add_extension(ext, critical=False)
@@ -182,8 +184,9 @@ def generate(pki_dir: Path) -> Pki:
     api_key = _new_key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in APISERVER_DNS_NAMES]
     sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-    api_cert = sign(_name("kube-apiserver"), api_key, [x509.SubjectAlternativeName(sans)],
-                    ExtendedKeyUsageOID.SERVER_AUTH)
+    api_cert = sign(
+        _name("kube-apiserver"), api_key, [x509.SubjectAlternativeName(sans)], ExtendedKeyUsageOID.SERVER_AUTH
+    )
     _write(pki.apiserver_key, _key_pem(api_key), private=True)
     _write(pki.apiserver_cert, _cert_pem(api_cert))
 
@@ -197,9 +200,7 @@ def generate(pki_dir: Path) -> Pki:
     _write(pki.sa_key, _key_pem(sa_key), private=True)
     _write(
         pki.sa_pub,
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        ),
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
     )
     return pki
 

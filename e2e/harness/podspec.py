@@ -120,9 +120,7 @@ def resource_ref(pod: Pod, ref: Mapping[str, Any], default_container: str | None
 # --- environment -------------------------------------------------------------------------------
 
 
-def _lookup_key(
-    kind: str, ref: Mapping[str, Any], lookup: Callable[[str], Mapping[str, bytes] | None]
-) -> str | None:
+def _lookup_key(kind: str, ref: Mapping[str, Any], lookup: Callable[[str], Mapping[str, bytes] | None]) -> str | None:
     data = lookup(ref["name"])
     optional = bool(ref.get("optional"))
     if data is None:
@@ -187,8 +185,7 @@ def command_line(container: Container, env: Mapping[str, str]) -> list[str]:
     command = container.get("command") or []
     if not command:
         raise PodConfigError(
-            f"container {container['name']!r} has no command: the local kubelet has no image "
-            "entrypoint to fall back on"
+            f"container {container['name']!r} has no command: the local kubelet has no image entrypoint to fall back on"
         )
     return [expand(a, env) for a in [*command, *(container.get("args") or [])]]
 
@@ -320,9 +317,7 @@ class Mount:
     read_only: bool = False
 
 
-def mounts(
-    container: Container, volume_dirs: Mapping[str, str], env: Mapping[str, str]
-) -> list[Mount]:
+def mounts(container: Container, volume_dirs: Mapping[str, str], env: Mapping[str, str]) -> list[Mount]:
     """Bind mounts for a container's volumeMounts, shallowest target first (so nested mounts
     land on top of their parents)."""
     result = []
@@ -413,8 +408,15 @@ def probe(container: Container, which: str, pod_ip: str) -> Probe | None:
     if "httpGet" in spec:
         h = spec["httpGet"]
         headers = tuple((x["name"], x["value"]) for x in h.get("httpHeaders") or [])
-        return Probe("httpGet", h.get("host") or pod_ip, _port(container, h["port"]), h.get("path", "/"),
-                     h.get("scheme", "HTTP"), headers=headers, **timing)
+        return Probe(
+            "httpGet",
+            h.get("host") or pod_ip,
+            _port(container, h["port"]),
+            h.get("path", "/"),
+            h.get("scheme", "HTTP"),
+            headers=headers,
+            **timing,
+        )
     if "tcpSocket" in spec:
         t = spec["tcpSocket"]
         return Probe("tcpSocket", t.get("host") or pod_ip, _port(container, t["port"]), **timing)

@@ -90,7 +90,7 @@ def config(api_url: str, pki: Pki, self_port: int, scrape_interval: str = SCRAPE
                 "job_name": "kubernetes-pods",
                 "kubernetes_sd_configs": [{"role": "pod", "api_server": api_url, "tls_config": tls}],
                 "relabel_configs": relabel,
-            }
+            },
         ],
     }
 
