@@ -234,9 +234,14 @@ async def test_sustained_imbalance_writes_version_1_and_pushes_it_to_every_ready
     assert status.balancedness_before is not None
     assert status.balancedness_after > status.balancedness_before
     assert status.last_rebalance == "2027-01-15T08:00:20Z"
+    assert status.actuation == "Agent"
+    assert status.max_mean_now == pytest.approx(status.max_mean_before, abs=1e-4)  # measured under the old map
     # Next evaluation: balanced under the new map, nothing written or pushed again.
     assert await evaluate(ctx, s, source, view, T0 + 25, pods) == []
     assert view.experts[NP].reason == "Balanced"
+    now = view.experts[NP].max_mean_now
+    assert now is not None
+    assert now < 1.3
     assert len(ctx.children.applies) == 1
     assert len(ctx.agents.puts) == 2
 
@@ -307,16 +312,16 @@ async def test_engines_reading_maps_at_start_up_get_a_rolling_restart(monkeypatc
 
 
 @pytest.mark.parametrize(
-    ("s", "reason", "words"),
+    ("s", "reason", "words", "actuation"),
     [
-        (spec(redundant=6), "InvalidTopology", "38"),
-        (spec(kind="vllm"), "EngineRebalances", "its own EPLB"),
-        (spec(kind="sglang-semipd"), "Unsupported", "neither load"),
+        (spec(redundant=6), "InvalidTopology", "38", "Agent"),
+        (spec(kind="vllm"), "EngineRebalances", "its own EPLB", "EngineRebalances"),
+        (spec(kind="sglang-semipd"), "Unsupported", "neither load", "Unsupported"),
     ],
     ids=["slots-not-divisible", "vllm", "sglang-semipd"],
 )
 async def test_pools_that_cannot_be_placed_get_a_reason_and_nothing_runs(
-    s: InferencePoolSpec, reason: str, words: str
+    s: InferencePoolSpec, reason: str, words: str, actuation: str
 ) -> None:
     ctx = Ctx(Children(), Agents({"p1": 0}))
     source, view = Prometheus(skewed()), AutoscaleView()
@@ -324,6 +329,7 @@ async def test_pools_that_cannot_be_placed_get_a_reason_and_nothing_runs(
         assert await evaluate(ctx, s, source, view, T0 + t, [pod("p1")]) == []
     status = view.experts[NP]
     assert status.reason == reason
+    assert status.actuation == actuation
     assert words in status.message
     assert status.version == 0
     assert ctx.children.applies == []

@@ -855,6 +855,12 @@ class ExpertPlacementStatus(BaseModel):
     applied: str = Field(default="0/0", max_length=32)
     """Ready replicas running this version / ready replicas."""
 
+    actuation: str = Field(default="", max_length=32)
+    """How maps reach this pool's engines: `Agent` (loaded online through the in-pod agents), `RollingRestart` (read at start-up), `EngineRebalances` (the engine's own EPLB) or `Unsupported`."""
+
+    max_mean_now: float | None = Field(default=None, ge=0.0)
+    """Max/mean device load of the worst layer under the placement in force, at the last evaluation."""
+
     max_mean_before: float | None = Field(default=None, ge=0.0)
     """Max/mean device load of the worst layer under the previous placement, on the load that triggered the rebalance."""
 

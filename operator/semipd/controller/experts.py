@@ -193,6 +193,7 @@ def _status(
     applied: tuple[int, int],
     reason: str,
     message: str,
+    actuation: Actuation,
 ) -> ExpertPlacementStatus:
     doc = mem.doc
 
@@ -204,6 +205,8 @@ def _status(
         config_map=cm if doc is not None else "",
         version=0 if doc is None else doc.version,
         applied=f"{applied[0]}/{applied[1]}",
+        actuation=actuation.value,
+        max_mean_now=round(mem.history[-1][1], 4) if mem.history else None,
         max_mean_before=None if mem.max_mean_before is None else round(mem.max_mean_before, 4),
         max_mean_after=None if mem.max_mean_after is None else round(mem.max_mean_after, 4),
         balancedness_before=unit(None if doc is None else doc.balancedness_before),
@@ -312,9 +315,9 @@ async def place_experts(
             decision = await _place_node_pool(ctx, owner, spec, np_, source, pods_by_np, token, view, mem, policy, now)
         except Exception as err:  # one node pool's failure must not stop the others or the autoscaler
             log.exception("expert placement of %s/%s %s failed", owner.namespace, owner.name, np_.name)
-            view.experts[np_.name] = _status(
-                np_.name, desired.configmap_name(owner.name, np_.name), mem, (0, 0), "PlacementFailed", repr(err)
-            )
+            cm = desired.configmap_name(owner.name, np_.name)
+            mode = actuation_of(spec.effective_engine(np_).kind.value)
+            view.experts[np_.name] = _status(np_.name, cm, mem, (0, 0), "PlacementFailed", repr(err), mode)
             continue
         if decision is not None:
             decisions.append(decision)
@@ -342,7 +345,7 @@ async def _place_node_pool(
     ready = [p for p in pods if p["metadata"]["name"] in ips]
 
     def status(reason: str, message: str, applied: tuple[int, int] = (0, len(ready))) -> None:
-        view.experts[np_.name] = _status(np_.name, cm, mem, applied, reason, message)
+        view.experts[np_.name] = _status(np_.name, cm, mem, applied, reason, message, mode)
 
     topology = topology_of(spec, np_)
     if isinstance(topology, str):
