@@ -8,9 +8,12 @@ before every slice — a stand-in for a router whose endpoint list follows scale
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 from semipd.controller.agents import ready_pod_ips
@@ -116,6 +119,17 @@ class LoadDriver:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=300)
+
+    @contextmanager
+    def running(self, results_log: Path | None = None) -> Iterator[LoadDriver]:
+        """Run the load for the body of a `with`; afterwards keep every result as JSON for post-mortems."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+            if results_log is not None:
+                results_log.write_text(json.dumps([r.to_json() for r in self.results])[:5_000_000])
 
     def failures(self) -> list[str]:
         return [f"{r.endpoint}: {r.status} {r.error}" for r in self.results if r.status != "ok"]

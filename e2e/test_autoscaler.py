@@ -93,12 +93,10 @@ def fleet(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
         cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(MANIFEST))
         wait_until(lambda: condition(pool(cluster), "Ready").get("status") == "True", timeout=120, what="pool Ready")
         load = LoadDriver(cluster.core(), NS, POOL, PoissonArrivals(), model="llama-3-8b", slice_s=SLICE_S)
-        load.start()
         try:
-            yield op, load
+            with load.running(RESULTS_LOG):
+                yield op, load
         finally:
-            load.stop()
-            RESULTS_LOG.write_text(json.dumps([r.to_json() for r in load.results])[:5_000_000])
             for node in ascend_nodes(cluster):
                 cluster.kubectl("uncordon", node, check=False)
 

@@ -155,12 +155,8 @@ def fleet(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
         )
         assert isinstance(load.arrivals, PoissonArrivals)
         load.arrivals.rate = 4.0
-        load.start()
-        try:
+        with load.running(RESULTS_LOG):
             yield op, load
-        finally:
-            load.stop()
-            RESULTS_LOG.write_text(json.dumps([r.to_json() for r in load.results])[:5_000_000])
 
 
 def test_skewed_load_writes_version_1_and_every_engine_applies_it(

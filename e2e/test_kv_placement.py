@@ -240,12 +240,8 @@ def fleet(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
         mix = Mix()
         load = ContextAwareDriver(cluster.core(), NS, POOL, mix, model="llama-3-8b", slice_s=SLICE_S)
         mix.rates["short"] = 1.0
-        load.start()
-        try:
+        with load.running(RESULTS_LOG):
             yield op, load, mix
-        finally:
-            load.stop()
-            RESULTS_LOG.write_text(json.dumps([r.to_json() for r in load.results])[:5_000_000])
 
 
 def test_long_prompts_start_on_the_pool_with_the_most_kv_headroom(cluster: Any, fleet: Any) -> None:
