@@ -3,7 +3,6 @@ evaluations against in-memory stand-ins for the apiserver, the agents and Promet
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,7 +173,6 @@ class Prometheus:
 class Ctx:
     children: Children
     agents: Agents
-    known_pools: set[tuple[str, str]] = field(default_factory=lambda: {(NS, NAME)})
 
 
 def pod(name: str, version: int | None = None) -> dict[str, Any]:
@@ -187,13 +185,6 @@ def pod(name: str, version: int | None = None) -> dict[str, Any]:
 
 
 BODY = {"metadata": {"name": NAME, "namespace": NS, "uid": "uid-1"}}
-
-
-@pytest.fixture(autouse=True)
-def fresh_memory() -> Iterator[None]:
-    step._MEMORY.clear()
-    yield
-    step._MEMORY.clear()
 
 
 async def evaluate(
@@ -254,7 +245,6 @@ async def test_the_version_is_read_back_after_a_restart_and_lagging_pods_are_bro
         await evaluate(ctx, s, source, view, T0 + t, pods)
     assert view.experts[NP].version == 1
     # Operator restart: memory gone, a new pod p3 still on the trivial map.
-    step._MEMORY.clear()
     ctx.agents.versions["p3"] = 0
     view = AutoscaleView()
     pods = [*pods, pod("p3")]

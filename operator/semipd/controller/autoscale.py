@@ -92,7 +92,10 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
     spec, problems = parse_spec(body.get("spec") or {})
     if spec is None or problems:
         return None
-    view: AutoscaleView = ctx.autoscale.setdefault((namespace, name), AutoscaleView())
+    uid = str(body.get("metadata", {}).get("uid", ""))
+    view: AutoscaleView | None = ctx.autoscale.get((namespace, name))
+    if view is None or view.uid != uid:
+        view = ctx.autoscale[(namespace, name)] = AutoscaleView(uid=uid)
     started = time.perf_counter()
     url = spec.autoscaling.prometheus_url or ctx.config.prometheus_url
     source = ctx.prometheus.setdefault(url, PrometheusSource(url))

@@ -163,9 +163,6 @@ class NodePoolMemory:
     """Highest version an agent reported: the next version goes above it even if the ConfigMap was lost."""
 
 
-_MEMORY: dict[tuple[str, str, str], NodePoolMemory] = {}
-
-
 def _rfc3339(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
@@ -300,17 +297,18 @@ async def place_experts(
     """One expert-placement evaluation of one InferencePool; updates `view.experts`, returns decisions."""
     meta = body["metadata"]
     owner = Owner(meta["name"], meta["namespace"], meta["uid"])
-    for key in [k for k in _MEMORY if (k[0], k[1]) not in ctx.known_pools]:
-        del _MEMORY[key]
     if not spec.placement.experts.enabled:
         view.experts.clear()
         return []
-    for gone in set(view.experts) - {np_.name for np_ in spec.node_pools}:
+    wanted = {np_.name for np_ in spec.node_pools}
+    for gone in set(view.experts) - wanted:
         del view.experts[gone]
+    for gone in set(view.expert_memory) - wanted:
+        del view.expert_memory[gone]
     policy = TriggerPolicy.from_spec(spec.placement.experts)
     decisions: list[Decision] = []
     for np_ in spec.node_pools:
-        mem = _MEMORY.setdefault((owner.namespace, owner.name, np_.name), NodePoolMemory())
+        mem = view.expert_memory.setdefault(np_.name, NodePoolMemory())
         try:
             decision = await _place_node_pool(ctx, owner, spec, np_, source, pods_by_np, token, view, mem, policy, now)
         except Exception as err:  # one node pool's failure must not stop the others or the autoscaler

@@ -180,6 +180,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
         body = ctx.pool_bodies.get((namespace, name)) or await ctx.pools.get(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             ctx.pool_bodies.pop((namespace, name), None)
+            ctx.autoscale.pop((namespace, name), None)
             return
         meta = body["metadata"]
         now = now_rfc3339()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from semipd.api.v1alpha1 import Decision, ExpertPlacementStatus, KVCachePlacementStatus, PlacementStatus
 from semipd.policy.state import ControllerState
+
+if TYPE_CHECKING:
+    from semipd.controller.experts import NodePoolMemory
 
 MAX_DECISIONS = 20
 
@@ -29,6 +32,10 @@ class AutoscaleView:
     """Long-context steering in force (set by the KV-cache placement step)."""
     experts: dict[str, ExpertPlacementStatus] = field(default_factory=dict)
     """Expert placement per node pool (set by the expert placement step)."""
+    expert_memory: dict[str, NodePoolMemory] = field(default_factory=dict)
+    """The expert placement step's memory per node pool (rebuilt from the ConfigMaps after a restart)."""
+    uid: str = ""
+    """The InferencePool this view belongs to: a pool deleted and re-created under its name starts afresh."""
     next_due: float = 0.0
 
     def placement(self) -> PlacementStatus | None:
