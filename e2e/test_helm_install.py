@@ -249,6 +249,11 @@ def test_rules_and_dashboard_queries_evaluate_on_real_prometheus(cluster: Any, i
     cluster.kubectl("apply", "-n", POOL_NS, "-f", "-", input=yaml.safe_dump(pool_manifest(name)))
     wait_pool_ready(cluster, POOL_NS, name)
     pods = kubectl_json(cluster, "get", "pods", "-n", POOL_NS, "-l", f"semipd.io/pool={name}")["items"]
+    # The requests must land after Prometheus's first scrape of each pod: a series first seen with
+    # the requests already counted shows no increase, and the p99 stays NaN for good.
+    count = f'sglang:time_to_first_token_seconds_count{{namespace="{POOL_NS}",semipd_io_pool="{name}"}}'
+    wait_until(lambda: len(cluster.prometheus_query(count)) == len(pods), timeout=60, interval=1,
+               what="Prometheus scraped every engine pod once")  # fmt: skip
     for pod in pods:
         for _ in range(3):
             rsp = httpx.post(
