@@ -143,6 +143,7 @@ def test_wrapped_command_puts_the_agent_in_front() -> None:
         "python3", "/semipd/agent.pyz", "--driver", "sglang-semipd", "--admin-port", "9090",
         "--token-file", "/var/run/semipd/token", "--run-dir", "/semipd/run", "--mps", "auto",
         "--prefill-percent", "60", "--decode-percent", "100", "--prefill-min", "30", "--prefill-max", "100",
+            "--decode-min", "20", "--decode-max", "100",
     ]  # fmt: skip
     assert cmd[sep + 1 : sep + 4] == ["python3", "-m", "sglang.launch_server"]
     assert cmd[-2:] == ["--chunked-prefill-size", "4096"]  # user args last, so they win

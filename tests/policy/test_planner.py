@@ -155,7 +155,7 @@ def test_unavailable_or_stale_metrics_fail_static(available: bool, age: float, r
 
 
 def test_overload_scales_out_into_the_cheapest_pool_by_capacity() -> None:
-    obs = observe([pod("p0", 40.0, (90, 100))])
+    obs = observe([pod("p0", 80.0, (90, 100))])
     p = plan(spec(), obs, ControllerState(), CURRENT, POOLS)
     outs = [d for d in p.decisions if d.action == "ScaleOut"]
     assert outs
@@ -210,12 +210,14 @@ def test_scale_in_only_after_the_stabilization_window_and_from_the_costliest_poo
 
 
 def _cap(pool: str) -> float:
-    return Estimator(POOLS[pool].model, Fit()).capacity([*list(range(20, 91, 5)), 90], 100, 1.0, 0.06, 0.1)
+    grid = [(x, y) for x in [*range(20, 91, 5), 90] for y in range(20, 101, 10)]
+    return Estimator(POOLS[pool].model, Fit()).capacity(grid, 1.0, 0.06, 0.1)
 
 
 def test_scale_in_is_refused_when_the_rest_would_miss_the_slo() -> None:
+    # Both pods have slack at their split, but one replica at its best split holds ~20/s, not 24/s.
     s = spec()
-    pods = [pod("h0", 6.0), pod("h1", 6.0)]
+    pods = [pod("h0", 12.0, (90, 50)), pod("h1", 12.0, (90, 50))]
     obs0 = observe(pods, t=0.0)
     state = plan(s, obs0, ControllerState(), {"h200": 2, "ascend": 0}, POOLS).state
     p = plan(s, observe(pods, t=100.0), state, {"h200": 2, "ascend": 0}, POOLS)

@@ -380,6 +380,16 @@ class SemiPDSpec(ApiModel):
             holds=lambda s: s.min_prefill_percent <= s.initial_prefill_percent <= s.max_prefill_percent,
         ),
         Rule(
+            cel="self.minDecodePercent <= self.maxDecodePercent",
+            message="minDecodePercent must not exceed maxDecodePercent",
+            holds=lambda s: s.min_decode_percent <= s.max_decode_percent,
+        ),
+        Rule(
+            cel="self.minDecodePercent <= self.initialDecodePercent && self.initialDecodePercent <= self.maxDecodePercent",
+            message="initialDecodePercent must lie within [minDecodePercent, maxDecodePercent]",
+            holds=lambda s: s.min_decode_percent <= s.initial_decode_percent <= s.max_decode_percent,
+        ),
+        Rule(
             cel="self.minPrefillPercent == self.maxPrefillPercent || self.stepPercent <= self.maxPrefillPercent - self.minPrefillPercent",
             message="stepPercent must not exceed the range maxPrefillPercent - minPrefillPercent",
             holds=lambda s: (
@@ -404,8 +414,15 @@ class SemiPDSpec(ApiModel):
     max_prefill_percent: int = Field(default=100, ge=1, le=100)
     """Highest prefill share the autoscaler may set."""
 
+    min_decode_percent: int = Field(default=20, ge=1, le=100)
+    """Lowest decode share the autoscaler may set. Lowering it gives prefill more of a shared device while
+    inter-token latency has slack; set it to `maxDecodePercent` to move only the prefill share."""
+
+    max_decode_percent: int = Field(default=100, ge=1, le=100)
+    """Highest decode share the autoscaler may set."""
+
     step_percent: int = Field(default=10, ge=1, le=50)
-    """Largest change of the prefill share in one decision."""
+    """Largest change of either share in one decision."""
 
 
 class SLOSpec(ApiModel):

@@ -35,6 +35,8 @@ def agent_args(driver: EngineDriver, ctx: EngineContext) -> list[str]:
             "--decode-percent", str(semi.initial_decode_percent),
             "--prefill-min", str(semi.min_prefill_percent),
             "--prefill-max", str(semi.max_prefill_percent),
+            "--decode-min", str(semi.min_decode_percent),
+            "--decode-max", str(semi.max_decode_percent),
         ]  # fmt: skip
     return args
 

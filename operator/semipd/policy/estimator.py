@@ -127,23 +127,21 @@ class Estimator:
         return min((ttft_slo - t) / ttft_slo, (itl_slo - i) / itl_slo)
 
     def best_split(
-        self, candidates: Sequence[int], decode_pct: int, rate: float, ttft_slo: float, itl_slo: float
-    ) -> tuple[int, float]:
-        """The prefill share with the most headroom (ties: the first candidate, i.e. the closest)."""
+        self, candidates: Sequence[tuple[int, int]], rate: float, ttft_slo: float, itl_slo: float
+    ) -> tuple[tuple[int, int], float]:
+        """The (prefill, decode) split with the most headroom (ties: the first candidate, i.e. the closest)."""
         best, best_h = candidates[0], -math.inf
-        for x in candidates:
-            h = self.headroom(x, decode_pct, rate, ttft_slo, itl_slo)
+        for x, y in candidates:
+            h = self.headroom(x, y, rate, ttft_slo, itl_slo)
             if h > best_h + 1e-9:
-                best, best_h = x, h
+                best, best_h = (x, y), h
         return best, best_h
 
-    def capacity(
-        self, candidates: Sequence[int], decode_pct: int, ttft_slo: float, itl_slo: float, margin: float
-    ) -> float:
+    def capacity(self, candidates: Sequence[tuple[int, int]], ttft_slo: float, itl_slo: float, margin: float) -> float:
         """Highest per-replica arrival rate at which some candidate split keeps `margin` headroom."""
 
         def ok(rate: float) -> bool:
-            return self.best_split(candidates, decode_pct, rate, ttft_slo, itl_slo)[1] >= margin
+            return self.best_split(candidates, rate, ttft_slo, itl_slo)[1] >= margin
 
         if not ok(0.0):
             return 0.0

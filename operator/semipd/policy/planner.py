@@ -1,7 +1,7 @@
 """`plan()`: the SLO autoscaler as one pure, deterministic function of (spec, observation, state).
 
 Order of levers (architecture.md, "Control loop"):
-1. split first: per pod, move the prefill share to the point with the most headroom on both SLOs
+1. split first: per pod, move the prefill and decode shares to the point with the most headroom on both SLOs
    (bounded step, hysteresis, cooldown, spec bounds); seconds, no new accelerators;
 2. replicas second: when no split gives the fleet enough SLO capacity for the observed demand, add
    the replicas the fitted model says are missing; remove one only after both SLOs had slack for
@@ -108,8 +108,8 @@ class _Run:
     ttft_slo: float
     itl_slo: float
     window_s: float
-    fixed_by_split: set[str]
-    """Pods whose split change this plan predicts to clear their violation (scale-out waits for them)."""
+    fix_expected: dict[str, float]
+    """Pod -> time of a split change predicted to clear its violation (scale-out waits while it settles)."""
 
     @property
     def now(self) -> float:
@@ -134,17 +134,36 @@ def _settling(run: _Run, pod: str) -> bool:
     return run.now - run.state.last_split_change.get(pod, -math.inf) < run.window_s
 
 
+def _awaiting_fix(run: _Run, pod: str) -> bool:
+    """The pod's last split change, within the last window, was predicted to clear its SLO miss."""
+    return run.now - run.fix_expected.get(pod, -math.inf) < run.window_s
+
+
 def _split_allowed(spec: InferencePoolSpec, ctx: PoolContext) -> bool:
     return spec.autoscaling.mode == AutoscalingMode.SEMIPD and spec.semi_pd.enabled and ctx.split_supported
 
 
-def _candidates(spec: InferencePoolSpec, around: int | None = None) -> list[int]:
+def _span(lo: int, hi: int, around: int | None, step: int) -> list[int]:
+    if around is None:
+        return list(range(lo, hi + 1))
+    return list(range(max(lo, around - step), min(hi, around + step) + 1))
+
+
+def _candidates(spec: InferencePoolSpec, around: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """(prefill, decode) splits within the spec's bounds; with `around`, within one step of it on each
+    share, closest first (so ties keep the split that moves least)."""
     sp = spec.semi_pd
-    lo, hi = sp.min_prefill_percent, sp.max_prefill_percent
-    if around is not None:
-        lo, hi = max(lo, around - sp.step_percent), min(hi, around + sp.step_percent)
-        return sorted(range(lo, hi + 1), key=lambda x: (abs(x - around), x))
-    return list(range(lo, hi + 1))
+    x0, y0 = around if around is not None else (None, None)
+    xs = _span(sp.min_prefill_percent, sp.max_prefill_percent, x0, sp.step_percent)
+    ys = _span(sp.min_decode_percent, sp.max_decode_percent, y0, sp.step_percent)
+    pairs = [(x, y) for x in xs for y in ys]
+    if x0 is not None and y0 is not None:
+        pairs.sort(key=lambda p: (abs(p[0] - x0) + abs(p[1] - y0), p))
+    return pairs
+
+
+def _coarse(values: list[int], stride: int) -> list[int]:
+    return sorted({*values[::stride], values[-1]})
 
 
 def _refit_all(run: _Run) -> dict[str, Fit]:
@@ -183,8 +202,8 @@ def _plan_splits(run: _Run, fits: Mapping[str, Fit], last_change: dict[str, floa
             observed = _headroom(pod.ttft_p99, pod.itl_p99, run.ttft_slo, run.itl_slo)
             assert observed is not None
             pinned = _calibrated(est, sample)
-            best, predicted = pinned.best_split(_candidates(run.spec, x0), y0, sample.rate, run.ttft_slo, run.itl_slo)
-            if best == x0 or observed >= SPLIT_COMFORT:
+            best, predicted = pinned.best_split(_candidates(run.spec, (x0, y0)), sample.rate, run.ttft_slo, run.itl_slo)
+            if best == (x0, y0) or observed >= SPLIT_COMFORT:
                 continue
             # Compare the model with itself (best vs current split): the pinned fit reproduces the
             # observation at x0 when the pod is not saturated, and still ranks splits when it is.
@@ -195,20 +214,22 @@ def _plan_splits(run: _Run, fits: Mapping[str, Fit], last_change: dict[str, floa
             ttft_breach = sample.ttft > run.ttft_slo
             itl_breach = pod.itl_p99 > run.itl_slo
             reason = "TTFTOverSLO" if ttft_breach else "ITLOverSLO" if itl_breach else "MoreHeadroom"
-            changes.append(SplitChange(pod.pod, np.name, best, y0, (x0, y0)))
+            changes.append(SplitChange(pod.pod, np.name, best[0], best[1], (x0, y0)))
             if observed < 0 <= predicted:
-                run.fixed_by_split.add(pod.pod)
+                run.fix_expected[pod.pod] = run.now
+            else:
+                run.fix_expected.pop(pod.pod, None)
             last_change[pod.pod] = run.now
             run.decide(
                 "SplitChange",
                 reason,
-                f"prefill {x0}% -> {best}% (decode {y0}%)",
+                f"prefill {x0}% -> {best[0]}%, decode {y0}% -> {best[1]}%",
                 np.name,
                 pod.pod,
                 ttftP99=_f(sample.ttft),
                 itlP99=_f(pod.itl_p99),
-                predictedTTFT=_f(pinned.ttft(best, y0, sample.rate)),
-                predictedITL=_f(pinned.itl(best, y0, sample.rate)),
+                predictedTTFT=_f(pinned.ttft(*best, sample.rate)),
+                predictedITL=_f(pinned.itl(*best, sample.rate)),
                 observedHeadroom=_f(observed),
                 headroomBefore=_f(before),
                 headroomAfter=_f(predicted),
@@ -221,14 +242,18 @@ def _capacity(run: _Run, np: NodePool, fits: Mapping[str, Fit]) -> float:
     """SLO capacity of one replica of `np` (arrivals/s) with the best split the controller may use."""
     ctx = run.pools[np.name]
     est = Estimator(ctx.model, fits[np.name])
-    decode = run.spec.semi_pd.initial_decode_percent
+    sp = run.spec.semi_pd
     if _split_allowed(run.spec, ctx):
-        # A 5-point grid is plenty for capacity (the split controller refines per pod).
-        candidates = [*_candidates(run.spec)[::5], run.spec.semi_pd.max_prefill_percent]
+        # A 5-point prefill and 10-point decode grid is plenty for capacity (the split controller
+        # refines per pod).
+        xs = _coarse(_span(sp.min_prefill_percent, sp.max_prefill_percent, None, 0), 5)
+        ys = _coarse(_span(sp.min_decode_percent, sp.max_decode_percent, None, 0), 10)
+        candidates = [(x, y) for x in xs for y in ys]
+    elif ctx.split_supported:
+        candidates = [(sp.initial_prefill_percent, sp.initial_decode_percent)]
     else:
-        candidates = [run.spec.semi_pd.initial_prefill_percent if ctx.split_supported else 100]
-        decode = decode if ctx.split_supported else 100
-    return est.capacity(candidates, decode, run.ttft_slo, run.itl_slo, CAPACITY_MARGIN)
+        candidates = [(100, 100)]
+    return est.capacity(candidates, run.ttft_slo, run.itl_slo, CAPACITY_MARGIN)
 
 
 def _demand(pool: NodePoolObservation | None, interval: float) -> float | None:
@@ -402,10 +427,12 @@ def _slo_at_risk(run: _Run) -> bool:
     model's capacity shortfall alone (which can be a fitting artefact) never adds accelerators."""
     for np in run.spec.node_pools:
         for pod in run.obs.pods_of(np.name):
-            if _sample(pod, run.window_s) is None or _settling(run, pod.pod):
-                continue  # too little data, or a split change whose effect is not measurable yet
+            if _sample(pod, run.window_s) is None:
+                continue  # too little data
+            if _awaiting_fix(run, pod.pod):
+                continue  # a split change predicted to fix it, whose effect is not measurable yet
             h = _headroom(pod.ttft_p99, pod.itl_p99, run.ttft_slo, run.itl_slo)
-            if h is not None and h < 0 and pod.pod not in run.fixed_by_split:
+            if h is not None and h < 0:
                 return True
     return False
 
@@ -450,7 +477,7 @@ def plan(
         to_seconds(spec.slo.ttft_p99),
         to_seconds(spec.slo.itl_p99),
         to_seconds(spec.slo.window),
-        set(),
+        dict(state.fix_expected),
     )
     interval = to_seconds(spec.autoscaling.interval)
     if not obs.available:
@@ -483,8 +510,9 @@ def plan(
         full = {k: v for k, v in scratch["full"].items() if run.now - v < FULL_HOLD_S}
         _fallback(run, caps, full)
         scratch["full"] = full
+    fix_expected = {pod: t for pod, t in run.fix_expected.items() if _awaiting_fix(run, pod)}
     new_state = ControllerState(
-        last_change, scratch["slack"], scratch["breach"], scratch["scaled"], scratch["full"], fits
+        last_change, scratch["slack"], scratch["breach"], scratch["scaled"], scratch["full"], fits, fix_expected
     )
     if unknown:
         reason, text = "NoSamples", f"no request metrics for running node pool(s) {', '.join(unknown)}; holding"

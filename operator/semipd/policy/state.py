@@ -29,6 +29,8 @@ class ControllerState:
     """Node pool -> when its new pods were found unschedulable past the timeout (no room)."""
     fits: Mapping[str, Fit] = field(default_factory=dict)
     """Node pool -> fitted latency curves."""
+    fix_expected: Mapping[str, float] = field(default_factory=dict)
+    """Pod -> time of a split change predicted to clear its SLO miss (scale-out waits while it settles)."""
 
 
 @dataclass(frozen=True)
