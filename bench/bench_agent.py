@@ -29,9 +29,9 @@ from pathlib import Path
 
 import aiohttp
 
+from semipd.perf import LatencyModel
 from semipd.sim.engine.localpod import LocalPod, PodOptions
 from semipd.sim.engine.probe import stream_completion
-from semipd.sim.model import LatencyModel
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CYCLE = (30, 50, 70, 90)

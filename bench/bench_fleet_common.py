@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from semipd.api.durations import format_seconds
 from semipd.api.v1alpha1 import InferencePoolSpec
+from semipd.perf import LatencyModel
 from semipd.sim.fleet.baselines import disaggregated, static
 from semipd.sim.fleet.baselines.dynamo_planner import DynamoPlannerController, DynamoProfile
 from semipd.sim.fleet.baselines.hpa_queue import HPAQueueController
@@ -29,9 +30,7 @@ from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.policy import PolicyController
 from semipd.sim.fleet.router import RouterConfig, RouterKind
 from semipd.sim.fleet.setup import FleetSetup, fleet_from_spec
-from semipd.sim.fleet.workload import prepare
-from semipd.sim.model import LatencyModel
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest, prepare
 
 HARDWARE = "h200"
 MODEL = "qwen3-32b"

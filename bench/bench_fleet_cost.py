@@ -26,8 +26,7 @@ import bench_fleet_common as common
 
 from semipd.sim.fleet.baselines import static
 from semipd.sim.fleet.fleet import simulate
-from semipd.sim.fleet.workload import day_shape, prepare
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest, day_shape, prepare
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRACE = "azure-conv"

@@ -32,8 +32,7 @@ from semipd.policy.kvcache import kv_capacity_tokens
 from semipd.sim.fleet.fleet import Simulator
 from semipd.sim.fleet.router import KVRouting, RouterConfig, RouterKind
 from semipd.sim.fleet.setup import fleet_from_spec
-from semipd.sim.fleet.workload import prepare
-from semipd.sim.traces import TraceRequest, scale_to_rate, shift
+from semipd.traces import TraceRequest, prepare, scale_to_rate, shift
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL = "llama-3-8b"

@@ -24,8 +24,7 @@ from semipd.sim.fleet.controller import Controller
 from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.policy import PolicyController
 from semipd.sim.fleet.results import RunResult
-from semipd.sim.fleet.workload import prepare
-from semipd.sim.traces import TraceRequest, compress_time, mean_rate, scale_to_rate, shift
+from semipd.traces import TraceRequest, compress_time, mean_rate, prepare, scale_to_rate, shift
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRACE = "azure-conv"

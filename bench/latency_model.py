@@ -15,7 +15,7 @@ import timeit
 from collections.abc import Callable
 from pathlib import Path
 
-from semipd.sim.model import LatencyModel
+from semipd.perf import LatencyModel
 
 CALLS = 100_000
 

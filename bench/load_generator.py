@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from semipd.load import LoadConfig, run_load
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 SERVER = Path(__file__).with_name("instant_openai_server.py")
 

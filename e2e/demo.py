@@ -26,7 +26,7 @@ from e2e.fleet_load import LoadDriver, TraceArrivals
 from e2e.harness import Cluster, wait_until
 from e2e.harness.config import binary
 from semipd.load.stats import SLO, summarize
-from semipd.sim.traces import TraceRequest, load_trace, scale_to_rate, window
+from semipd.traces import TraceRequest, load_trace, scale_to_rate, window
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "semipd-operator"

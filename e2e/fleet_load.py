@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from semipd.controller.agents import ready_pod_ips
 from semipd.load import LoadConfig, run_load
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 
 class Arrivals(Protocol):

@@ -20,9 +20,11 @@ from typing import Any
 
 import httpx
 
+from semipd.data import upstream_gie_crd
+
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "crds" / "semipd.io_inferencepools.yaml"
-GIE_CRD = ROOT.parent / "shared" / "data" / "crds" / "inference.networking.k8s.io_inferencepools.yaml"
+GIE_CRD = Path(str(upstream_gie_crd()))  # shipped as package data
 
 
 def free_port() -> int:

@@ -22,11 +22,12 @@ import yaml
 from e2e.harness import LOCAL_EXEC_ANNOTATION, Cluster, gpu_pool, wait_until
 from e2e.harness.config import REPO_ROOT, RUN_MARKER_ENV
 from e2e.harness.processes import pids_with_marker
+from semipd.data import upstream_gie_crd
 
 pytestmark = pytest.mark.e2e
 
 SEMIPD_CRD = REPO_ROOT / "crds" / "semipd.io_inferencepools.yaml"
-GIE_CRD = Path("/work/shared/data/crds/inference.networking.k8s.io_inferencepools.yaml")
+GIE_CRD = Path(str(upstream_gie_crd()))  # shipped as package data
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
 

@@ -9,7 +9,7 @@ and the test's router — which honours the labels as llm-d's context-length-awa
 the next long prompts there. No request fails.
 
 The Gateway API HTTPRoute CRD is not available here (only the GIE InferencePool CRD is, under
-../shared/data/crds), so the HTTPRoute weights are covered by unit tests against the schema
+semipd/data/crds), so the HTTPRoute weights are covered by unit tests against the schema
 (tests/desired/test_routing.py); this test checks that its absence costs nothing.
 """
 
@@ -34,7 +34,7 @@ from e2e.harness import wait_until
 from e2e.operator_process import running_operator
 from semipd.controller.agents import ready_pod_ips
 from semipd.load import LoadConfig, run_load
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from semipd.agent import experts as agent_experts
 from semipd.agent.experts import PlacementRequestError, parse_placement_request
+from semipd.perf.moe import layer_hit_probabilities
 from semipd.policy.experts import formats
 from semipd.policy.experts.formats import ExpertPlacementDoc, FormatError
 from semipd.policy.experts.improved import rebalance_experts_improved
-from semipd.sim.engine.experts import layer_hit_probabilities
 from semipd.sim.engine.localpod import LocalPod, PodOptions, PodSet
 
 LAYERS, EXPERTS, K, TP, REDUNDANT = 48, 128, 8, 4, 32

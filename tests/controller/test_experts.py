@@ -16,10 +16,10 @@ from semipd.controller.view import AutoscaleView
 from semipd.desired import experts as desired
 from semipd.desired.owner import Owner
 from semipd.engines.capabilities import CAPABILITIES, EngineCapabilities, SwitchMode
+from semipd.perf.moe import layer_hit_probabilities
 from semipd.policy.experts.formats import ExpertPlacementDoc
 from semipd.policy.experts.metrics import PlacementQuality
 from semipd.policy.experts.trigger import TriggerPolicy
-from semipd.sim.engine.experts import layer_hit_probabilities
 
 NS, NAME, NP = "ml", "moe", "h200"
 LAYERS, EXPERTS, DEVICES, REDUNDANT = 6, 32, 4, 8

@@ -1,7 +1,7 @@
 """Routing builders: llm-d context-length-range pod labels and the HTTPRoute over the GIE pools.
 
 The Gateway API CRDs are not available to the tests (only the GIE InferencePool CRD is, under
-../shared/data/crds), so the HTTPRoute is checked against the constraints of the upstream v1
+semipd/data/crds), so the HTTPRoute is checked against the constraints of the upstream v1
 HTTPRoute schema (kubernetes-sigs/gateway-api `config/crd/standard/
 gateway.networking.k8s.io_httproutes.yaml`), restated in `check_httproute_v1` below.
 """

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from semipd.load.prompts import PROMPT_TOKENS_FIELD, completion_body, prompt_text
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 
 def test_prompt_has_about_the_requested_number_of_words() -> None:

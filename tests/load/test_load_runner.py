@@ -14,7 +14,7 @@ from fake_openai import FakeEngine
 
 from semipd.load import SLO, LoadConfig, RemoteEndpointError, check_endpoint, run_load
 from semipd.load.cli import main
-from semipd.sim.traces import TraceRequest, synthetic
+from semipd.traces import TraceRequest, synthetic
 
 
 def burst(n: int, output_tokens: int = 8, input_tokens: int = 64, every_s: float = 0.0) -> list[TraceRequest]:

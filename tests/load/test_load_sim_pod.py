@@ -14,7 +14,7 @@ import pytest
 
 from semipd.load import SLO, LoadConfig, run_load
 from semipd.sim.engine.localpod import LocalPod, PodSet
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semipd.api.v1alpha1 import InferencePoolSpec, KVCachePlacementStatus
+from semipd.perf import LatencyModel, ModelFitError
 from semipd.policy.kvcache import (
     REASON_KEPT,
     REASON_MOVED,
@@ -23,7 +24,6 @@ from semipd.policy.kvcache import (
     plan_kv_placement,
     steers,
 )
-from semipd.sim.model import LatencyModel, ModelFitError
 
 T0 = "2025-01-01T00:00:00Z"
 T1 = "2025-01-01T00:00:15Z"

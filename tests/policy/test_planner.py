@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semipd.api.v1alpha1 import InferencePoolSpec
+from semipd.perf import LatencyModel
 from semipd.policy.estimator import Estimator, Fit
 from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
 from semipd.policy.planner import PoolContext, plan
 from semipd.policy.state import ControllerState
-from semipd.sim.model import LatencyModel
 
 H200 = LatencyModel.from_names("h200", "llama-3-8b")
 ASCEND = LatencyModel.from_names("ascend-910b3", "llama-3-8b")

@@ -7,9 +7,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from semipd.perf.moe import layer_hit_probabilities
 from semipd.policy.experts.improved import rebalance_experts_improved
 from semipd.policy.experts.metrics import device_loads, max_over_mean, sglang_balancedness
-from semipd.sim.engine.experts import ExpertPlacement, PlacementError, StaleVersion, layer_hit_probabilities
+from semipd.sim.engine.experts import ExpertPlacement, PlacementError, StaleVersion
 from semipd.sim.engine.metrics import EngineMetrics
 
 LAYERS, EXPERTS, K, DEVICES, REDUNDANT = 4, 16, 2, 4, 4

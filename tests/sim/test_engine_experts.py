@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from semipd.sim.engine.experts import layer_hit_probabilities, topk_hit_probabilities, zipf_weights
+from semipd.perf.moe import layer_hit_probabilities, topk_hit_probabilities, zipf_weights
 
 
 @given(st.lists(st.floats(0.001, 100.0), min_size=2, max_size=64), st.data())

@@ -16,10 +16,10 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from semipd.perf import LatencyModel
 from semipd.sim.engine import metrics as engine_metrics
 from semipd.sim.engine.localpod import LocalPod, PodOptions, free_port, loopback_host
 from semipd.sim.engine.probe import stream_completion
-from semipd.sim.model import LatencyModel
 
 Families = dict[str, list[tuple[str, dict[str, str], float]]]
 

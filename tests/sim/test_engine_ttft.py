@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 import aiohttp
 
+from semipd.perf import LatencyModel
 from semipd.sim.engine.localpod import LocalPod, PodOptions
 from semipd.sim.engine.probe import StreamResult, stream_completion
-from semipd.sim.model import LatencyModel
 
 SHARES = (25, 50, 75, 100)
 PROMPT = 1024

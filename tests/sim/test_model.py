@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semipd.sim.model import HARDWARE, MODELS, LatencyModel, ModelFitError
+from semipd.perf import HARDWARE, MODELS, LatencyModel, ModelFitError
 
 
 def rel_err(got: float, want: float) -> float:

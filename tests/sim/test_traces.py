@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from semipd.sim.traces import (
+from semipd.traces import (
     TraceFormatError,
     TraceRequest,
     block_reuse_fraction,
@@ -26,7 +26,6 @@ from semipd.sim.traces import (
 )
 
 TRACES = default_trace_dir()
-needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
 
 
 def pct(values: list[int], q: float) -> int:
@@ -42,7 +41,6 @@ REAL = [
 ]
 
 
-@needs_traces
 @pytest.mark.parametrize(("name", "count", "duration", "rate", "inp", "out"), REAL)
 def test_real_trace_matches_published_statistics(
     name: str,
@@ -69,7 +67,6 @@ def test_real_trace_matches_published_statistics(
     assert pct(outs, 0.99) == pytest.approx(out[2], rel=0.02)
 
 
-@needs_traces
 def test_mooncake_prefix_blocks_cover_the_prompt_and_reuse_matches_reference() -> None:
     reqs = load_trace("mooncake")
     assert all(len(r.hash_ids) == math.ceil(r.input_tokens / 512) for r in reqs)
@@ -77,7 +74,6 @@ def test_mooncake_prefix_blocks_cover_the_prompt_and_reuse_matches_reference() -
     assert reqs[0].hash_ids[:3] == (0, 1, 2)
 
 
-@needs_traces
 def test_azure_traces_have_no_prefix_identity() -> None:
     assert all(r.hash_ids == () for r in load_trace("azure-code")[:100])
 

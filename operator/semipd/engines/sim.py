@@ -1,4 +1,4 @@
-"""`sim`: the simulated semi-PD engine (`semipd sim-engine`), timed by semipd.sim.model.
+"""`sim`: the simulated semi-PD engine (`semipd sim-engine`), timed by semipd.perf.
 
 The agent starts the prefill workers (standby_swap). The hardware profile comes from the node pool's
 GPU/NPU product label when it names one, else the vendor's default; `engine.args` may override it
@@ -18,7 +18,7 @@ from semipd.engines.base import (
     EngineDriver,
 )
 from semipd.engines.sglang import SGLANG_044_METRICS
-from semipd.sim.model import MODELS, LatencyModel, ModelFitError
+from semipd.perf import MODELS, LatencyModel, ModelFitError
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 NPU_CHIP_LABEL = "node.kubernetes.io/npu.chip.name"

@@ -11,7 +11,7 @@ from semipd.load.progress import ProgressBar, wanted
 from semipd.load.prompts import PROMPT_TOKENS_FIELD
 from semipd.load.runner import LoadConfig, RemoteEndpointError, run_load
 from semipd.load.stats import SLO, Distribution, format_summary
-from semipd.sim.traces import (
+from semipd.traces import (
     KNOWN_TRACES,
     TraceFormatError,
     TraceRequest,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Literal
 
-from semipd.sim.traces import BLOCK_TOKENS, TraceRequest
+from semipd.traces import BLOCK_TOKENS, TraceRequest
 
 PROMPT_TOKENS_FIELD = "prompt_tokens"
 """Extension field carrying the intended prompt token count (read by the simulated engine)."""

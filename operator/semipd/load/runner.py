@@ -25,7 +25,7 @@ import httpx
 from semipd.load.client import stream_completion
 from semipd.load.prompts import PROMPT_TOKENS_FIELD, PromptText, completion_body
 from semipd.load.stats import SLO, RequestResult, Summary, summarize
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 _POOL_SIZE = 8
 """Connections per httpx client (see run_load)."""

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from semipd.sim.model import LatencyModel, contended_shares
+from semipd.perf import LatencyModel, contended_shares
 
 P99_FACTOR = 2.0
 """Prior p99 / mean prefill time before any observation (prompt-length spread; near-deterministic service

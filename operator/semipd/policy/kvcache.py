@@ -88,7 +88,7 @@ def kv_capacity_tokens(spec: InferencePoolSpec, pool: NodePool) -> int:
 
     `nodePools[].kvCacheTokens` when set; otherwise the latency model's: (HBM x memory fraction -
     weights) per device over KV bytes per token per device, for `acceleratorsPerReplica` devices.
-    Raises `semipd.sim.model.ModelFitError` (a ValueError) when the weights do not fit.
+    Raises `semipd.perf.ModelFitError` (a ValueError) when the weights do not fit.
     """
     if pool.kv_cache_tokens is not None:
         return pool.kv_cache_tokens

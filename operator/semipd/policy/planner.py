@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec, NodePool
+from semipd.perf import LatencyModel, contended_shares
 from semipd.policy.estimator import Estimator, Fit, Sample, refit
 from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
 from semipd.policy.state import ControllerState, Decision, Plan, SplitChange
-from semipd.sim.model import LatencyModel, contended_shares
 
 CAPACITY_MARGIN = 0.10
 """Headroom (fraction of each SLO) the replica controller provisions for."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from semipd.api.v1alpha1 import InferencePoolSpec, NodePool
 from semipd.engines.base import EngineContext
 from semipd.engines.sim import hardware_profile, model_profile
-from semipd.sim.model import LatencyModel
+from semipd.perf import LatencyModel
 
 
 def _last_flag(args: list[str], flag: str) -> str | None:

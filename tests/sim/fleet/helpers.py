@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from semipd.engines.sim import SIM_METRICS
+from semipd.perf import LatencyModel
 from semipd.sim.fleet.fleet import Simulator
 from semipd.sim.fleet.instance import InstanceConfig
 from semipd.sim.fleet.setup import FleetSetup, PoolSetup
-from semipd.sim.model import LatencyModel
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 H200_8B = LatencyModel.from_names("h200", "llama-3-8b")
 

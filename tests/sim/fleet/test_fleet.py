@@ -12,7 +12,7 @@ from semipd.sim.fleet.controller import SetReplicas
 from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.instance import State
 from semipd.sim.fleet.router import RouterConfig, RouterKind
-from semipd.sim.traces import TraceRequest, load_trace, scale_to_rate, window
+from semipd.traces import TraceRequest, load_trace, scale_to_rate, window
 
 from .helpers import fleet, pool, reqs, run
 

@@ -12,9 +12,9 @@ import math
 
 import pytest
 
+from semipd.perf import contended_shares
 from semipd.sim.engine.batching import take_prefill_batch
 from semipd.sim.fleet.controller import SetSplit
-from semipd.sim.model import contended_shares
 
 from .helpers import H200_8B, fleet, pool, reqs, run
 

@@ -16,7 +16,7 @@ from semipd.sim.fleet.fleet import Simulator
 from semipd.sim.fleet.requests import SimRequest
 from semipd.sim.fleet.router import KVRouting, KVSteering, parse_range
 from semipd.sim.fleet.setup import fleet_from_spec
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 from .helpers import H200_8B, fleet, pool, reqs, run
 

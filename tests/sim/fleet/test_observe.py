@@ -12,7 +12,7 @@ from semipd.engines.sim import SIM_METRICS
 from semipd.policy.observation import Observation
 from semipd.sim.fleet.metrics import Histogram, histogram_quantile
 from semipd.sim.fleet.observe import observe
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 from .helpers import fleet, pool, run
 

@@ -9,7 +9,7 @@ from semipd.sim.fleet.controller import StaticController
 from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.policy import PolicyController
 from semipd.sim.fleet.setup import fleet_from_spec
-from semipd.sim.fleet.workload import prepare
+from semipd.traces import prepare
 
 
 def spec(mode: str = "semipd", lo: int = 1, hi: int = 4, prefill: int = 40) -> InferencePoolSpec:

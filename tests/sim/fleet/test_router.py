@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from semipd.sim.fleet.prefix import PrefixCache, cached_tokens
 from semipd.sim.fleet.requests import SimRequest
 from semipd.sim.fleet.router import Router, RouterConfig, RouterKind
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 
 @dataclass

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from semipd.sim.fleet.workload import day_shape, diurnal, prepare
-from semipd.sim.traces import load_trace, mean_rate
+from semipd.traces import day_shape, diurnal, load_trace, mean_rate, prepare
 
 
 def test_prepare_fits_the_context_and_sets_the_rate() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from semipd.perf.moe import layer_hit_probabilities
 from semipd.policy.experts.layout import FloatArray
-from semipd.sim.engine.experts import layer_hit_probabilities
 
 
 def zipf_load(layers: int, experts: int, k: int, skew: float, tokens: int, seed: int) -> FloatArray:

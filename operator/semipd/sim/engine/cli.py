@@ -6,8 +6,8 @@ import asyncio
 import logging
 import sys
 
+from semipd.perf import LatencyModel
 from semipd.sim.engine.config import DECODE_OWNER, ConfigError, parse_config
-from semipd.sim.model import LatencyModel
 
 
 def main(argv: list[str] | None = None) -> int:

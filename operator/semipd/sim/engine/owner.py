@@ -27,11 +27,13 @@ from aiohttp import web
 from semipd.agent.control import EngineState, WorkerInfo
 from semipd.agent.drivers import MPS_PERCENT_ENV
 from semipd.agent.runpaths import control_socket, ipc_socket
+from semipd.perf import LatencyModel, contended_shares
+from semipd.perf.moe import layer_hit_probabilities
 from semipd.sim.engine import ipc
 from semipd.sim.engine.batching import KvPool, take_prefill_batch
 from semipd.sim.engine.config import EngineConfig
 from semipd.sim.engine.expertapi import ExpertLocationApi
-from semipd.sim.engine.experts import ExpertPlacement, PlacementError, layer_hit_probabilities
+from semipd.sim.engine.experts import ExpertPlacement, PlacementError
 from semipd.sim.engine.metrics import EngineMetrics
 from semipd.sim.engine.openai import (
     CHAT,
@@ -46,7 +48,6 @@ from semipd.sim.engine.openai import (
     token_text,
     usage_chunk,
 )
-from semipd.sim.model import LatencyModel, contended_shares
 
 log = logging.getLogger("semipd.sim.owner")
 

@@ -15,10 +15,10 @@ import signal
 import time
 
 from semipd.agent.runpaths import ipc_socket
+from semipd.perf import LatencyModel, contended_shares
 from semipd.sim.engine import ipc
 from semipd.sim.engine.config import EngineConfig
 from semipd.sim.engine.faults import CRASH_STATUS, active_faults
-from semipd.sim.model import LatencyModel, contended_shares
 
 log = logging.getLogger("semipd.sim.worker")
 

@@ -23,8 +23,7 @@ from semipd.sim.fleet.policy import PolicyController
 from semipd.sim.fleet.results import RunResult
 from semipd.sim.fleet.router import RouterConfig, RouterKind
 from semipd.sim.fleet.setup import fleet_from_spec
-from semipd.sim.fleet.workload import prepare
-from semipd.sim.traces import TraceFormatError, mean_rate
+from semipd.traces import TraceFormatError, mean_rate, prepare
 
 
 def build_parser() -> argparse.ArgumentParser:

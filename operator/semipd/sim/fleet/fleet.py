@@ -43,7 +43,7 @@ from semipd.sim.fleet.results import (
 )
 from semipd.sim.fleet.router import KVSteering, Router
 from semipd.sim.fleet.setup import FleetSetup, PoolSetup
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 _TICK_OFFSET = 1e-6
 """Controller ticks run just after the scrape due at the same instant (the query follows the scrape)."""

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from semipd.perf import LatencyModel, contended_shares
 from semipd.sim.engine.batching import KvPool, take_prefill_batch
 from semipd.sim.fleet.metrics import EngineCounters, Gauges
 from semipd.sim.fleet.prefix import PrefixCache
 from semipd.sim.fleet.requests import SimRequest
-from semipd.sim.model import LatencyModel, contended_shares
 
 
 class State(Enum):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from semipd.sim.traces import BLOCK_TOKENS
+from semipd.traces import BLOCK_TOKENS
 
 
 class PrefixCache:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 
 class SimRequest:

@@ -19,11 +19,11 @@ from semipd.api.v1alpha1 import EngineKind, InferencePoolSpec
 from semipd.engines import get_driver
 from semipd.engines.capabilities import SwitchMode as EngineSwitchMode
 from semipd.engines.promql import MetricSet
+from semipd.perf import LatencyModel
 from semipd.policy.kvcache import kv_capacity_tokens
 from semipd.policy.profiles import latency_model_for
 from semipd.sim.fleet.instance import InstanceConfig, SwitchMode
 from semipd.sim.fleet.router import KVRouting, RouterConfig
-from semipd.sim.model import LatencyModel
 
 SCHEDULING_DELAY_S = 10.0
 """Pod scheduling + container start before the engine begins loading [est]; the latency model's

@@ -7,7 +7,7 @@ import math
 from semipd.sim.fleet.baselines.disaggregated import disaggregated_pools
 from semipd.sim.fleet.baselines.dynamo_planner import DynamoPlannerController, DynamoProfile
 from semipd.sim.fleet.fleet import simulate
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 from ..helpers import H200_8B, fleet, pool
 

@@ -15,7 +15,7 @@ from semipd.sim.fleet.baselines.semipd_code import (
     scale_waiting,
 )
 from semipd.sim.fleet.requests import SimRequest
-from semipd.sim.traces import TraceRequest
+from semipd.traces import TraceRequest
 
 
 def window(ttft: float, tpot: float, exec_s: float, n: int = 400) -> list[SimRequest]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections import deque
 
+from semipd.perf import LatencyModel
 from semipd.sim.fleet.instance import Host, Instance, InstanceConfig, State
 from semipd.sim.fleet.metrics import EngineCounters, Gauges
 from semipd.sim.fleet.requests import SimRequest
-from semipd.sim.model import LatencyModel
 
 
 class _Prefill:

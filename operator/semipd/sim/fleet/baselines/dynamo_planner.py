@@ -16,8 +16,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from semipd.perf import LatencyModel
 from semipd.sim.fleet.controller import Action, FleetView, Note, SetReplicas
-from semipd.sim.model import LatencyModel
 
 from .disaggregated import DECODE_POOL, PREFILL_POOL
 

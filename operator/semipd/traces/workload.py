@@ -9,15 +9,8 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import replace
 
-from semipd.sim.traces import (
-    TraceRequest,
-    clip_lengths,
-    compress_time,
-    load_trace,
-    mean_rate,
-    scale_to_rate,
-    shift,
-)
+from semipd.traces.readers import TraceRequest, load_trace
+from semipd.traces.transforms import clip_lengths, compress_time, mean_rate, scale_to_rate, shift
 
 
 def prepare(

@@ -2,7 +2,7 @@
 
 Prefill time is FLOPs over the prefill worker's compute share; a decode step is bytes moved (weights,
 for MoE only the experts the batch touches, plus the batch's KV cache) over bandwidth, which degrades
-with the decode worker's share as Semi-PD measured. Constants live in semipd.sim.profiles; sources
+with the decode worker's share as Semi-PD measured. Constants live in semipd.perf.profiles; sources
 and estimates are in docs/latency-model.md. Pure and allocation-free per call: the fleet simulator
 calls it millions of times.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from semipd.sim.profiles import GB, HARDWARE, MODELS, HardwareProfile, ModelProfile
+from semipd.perf.profiles import GB, HARDWARE, MODELS, HardwareProfile, ModelProfile
 
 __all__ = [
     "HARDWARE",
@@ -25,19 +25,6 @@ __all__ = [
 
 
 _SHARE_CACHE_SIZE = 1024
-
-
-def contended_shares(prefill_share: float, decode_share: float) -> tuple[float, float]:
-    """Effective (prefill, decode) shares while both workers run kernels at the same time.
-
-    MPS caps each process at its percentage; when the caps sum past the whole device the two
-    processes split the SMs in proportion to their caps (Semi-PD evaluates its fits on the same
-    normalised shares x/(x+y), y/(x+y)). Caps that fit side by side are granted as they are.
-    """
-    total = prefill_share + decode_share
-    if total <= 1.0:
-        return prefill_share, decode_share
-    return prefill_share / total, decode_share / total
 
 
 class ModelFitError(ValueError):

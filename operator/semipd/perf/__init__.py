@@ -1,0 +1,20 @@
+"""The performance model: hardware and model profiles, step latency, contention, KV capacity, MoE routing.
+
+The ground floor under both the policy (its prior) and the simulator (its ground truth). It imports
+nothing of ours; see docs/architecture.md for the layering rule.
+"""
+
+from semipd.perf.contention import contended_shares
+from semipd.perf.latency import LatencyModel, ModelFitError
+from semipd.perf.profiles import GB, HARDWARE, MODELS, HardwareProfile, ModelProfile
+
+__all__ = [
+    "GB",
+    "HARDWARE",
+    "MODELS",
+    "HardwareProfile",
+    "LatencyModel",
+    "ModelFitError",
+    "ModelProfile",
+    "contended_shares",
+]
