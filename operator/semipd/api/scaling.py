@@ -1,0 +1,121 @@
+"""v1alpha1 API: the semi-PD split bounds, the SLO and the autoscaler settings."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from semipd.api.base import ApiModel
+from semipd.api.durations import Duration
+from semipd.api.rules import Rule
+
+# --------------------------------------------------------------------------- semi-PD, SLO, autoscaling
+
+
+class SemiPDSpec(ApiModel):
+    """Prefill/decode compute split of each replica (percent of SMs or AI cores per phase)."""
+
+    __rules__ = (
+        Rule(
+            cel="self.minPrefillPercent <= self.maxPrefillPercent",
+            message="minPrefillPercent must not exceed maxPrefillPercent",
+            holds=lambda s: s.min_prefill_percent <= s.max_prefill_percent,
+        ),
+        Rule(
+            cel="self.minPrefillPercent <= self.initialPrefillPercent && self.initialPrefillPercent <= self.maxPrefillPercent",
+            message="initialPrefillPercent must lie within [minPrefillPercent, maxPrefillPercent]",
+            holds=lambda s: s.min_prefill_percent <= s.initial_prefill_percent <= s.max_prefill_percent,
+        ),
+        Rule(
+            cel="self.minDecodePercent <= self.maxDecodePercent",
+            message="minDecodePercent must not exceed maxDecodePercent",
+            holds=lambda s: s.min_decode_percent <= s.max_decode_percent,
+        ),
+        Rule(
+            cel="self.minDecodePercent <= self.initialDecodePercent && self.initialDecodePercent <= self.maxDecodePercent",
+            message="initialDecodePercent must lie within [minDecodePercent, maxDecodePercent]",
+            holds=lambda s: s.min_decode_percent <= s.initial_decode_percent <= s.max_decode_percent,
+        ),
+        Rule(
+            cel="self.minPrefillPercent == self.maxPrefillPercent || self.stepPercent <= self.maxPrefillPercent - self.minPrefillPercent",
+            message="stepPercent must not exceed the range maxPrefillPercent - minPrefillPercent",
+            holds=lambda s: (
+                s.min_prefill_percent == s.max_prefill_percent
+                or s.step_percent <= s.max_prefill_percent - s.min_prefill_percent
+            ),
+        ),
+    )
+
+    enabled: bool = True
+    """Run prefill and decode as separate workers with separate compute shares and let the autoscaler move the split."""
+
+    initial_prefill_percent: int = Field(default=80, ge=1, le=100)
+    """Prefill worker's compute share at start (Semi-PD's default is 80)."""
+
+    initial_decode_percent: int = Field(default=100, ge=1, le=100)
+    """Decode worker's compute share at start (shares may sum past 100, as MPS allows)."""
+
+    min_prefill_percent: int = Field(default=20, ge=1, le=100)
+    """Lowest prefill share the autoscaler may set."""
+
+    max_prefill_percent: int = Field(default=100, ge=1, le=100)
+    """Highest prefill share the autoscaler may set."""
+
+    min_decode_percent: int = Field(default=20, ge=1, le=100)
+    """Lowest decode share the autoscaler may set. Lowering it gives prefill more of a shared device while
+    inter-token latency has slack; set it to `maxDecodePercent` to move only the prefill share."""
+
+    max_decode_percent: int = Field(default=100, ge=1, le=100)
+    """Highest decode share the autoscaler may set."""
+
+    step_percent: int = Field(default=10, ge=1, le=50)
+    """Largest change of either share in one decision."""
+
+
+class SLOSpec(ApiModel):
+    """Latency objectives the autoscaler keeps."""
+
+    ttft_p99: Duration
+    """99th-percentile time to first token, e.g. `2s`."""
+
+    itl_p99: Duration
+    """99th-percentile inter-token latency, e.g. `80ms`."""
+
+    attainment_target: float = Field(default=0.99, ge=0.5, le=1.0)
+    """Fraction of requests that must meet both objectives."""
+
+    window: Duration = "1m"
+    """Window over which percentiles are computed from Prometheus."""
+
+
+class AutoscalingMode(StrEnum):
+    """What the autoscaler may change."""
+
+    SEMIPD = "semipd"
+    REPLICAS = "replicas"
+    OFF = "off"
+
+
+class AutoscalingSpec(ApiModel):
+    """How and how often the operator resizes splits and replicas."""
+
+    mode: AutoscalingMode = AutoscalingMode.SEMIPD
+    """`semipd` (split first, then replicas), `replicas` (replicas only), or `off`."""
+
+    interval: Duration = "15s"
+    """How often observations are taken and the plan is recomputed."""
+
+    scale_up_stabilization: Duration = "0s"
+    """How long a scale-out signal must persist before replicas are added."""
+
+    scale_down_stabilization: Duration = "5m"
+    """How long both SLOs must have slack before replicas are removed."""
+
+    pending_timeout: Duration = "2m"
+    """How long new pods may stay unschedulable before their demand moves to the next node pool."""
+
+    prometheus_url: str | None = Field(
+        default=None, alias="prometheusURL", max_length=2048, pattern=r"^https?://[^\s/]+(/\S*)?$"
+    )
+    """Prometheus to query for this pool instead of the operator's default."""
