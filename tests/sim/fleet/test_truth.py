@@ -36,7 +36,8 @@ def test_perturbed_truth_changes_the_world_and_not_the_prior() -> None:
     b = simulate(world, trace, PolicyController(spec))
     assert a.ttft_p50 != b.ttft_p50
     for r in (a, b):
-        assert r.arrivals == r.finished + sum(r.rejected.values())
+        assert r.arrivals == r.finished + sum(r.rejected.values()) == r.finished + sum(r.lost.values())
+        assert 0.0 <= r.slo_attainment <= 1.0
 
 
 def test_truth_refuses_scales_out_of_range() -> None:

@@ -85,10 +85,11 @@ def _fmt(v: float) -> str:
 
 def report(result: RunResult, decisions: int) -> str:
     lines = []
-    rej = ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items())) or "none"
+    lost = ", ".join(f"{k} {v}" for k, v in sorted(result.lost.items())) or "none"
     lines.append(
-        f"attainment {result.attainment:.2%} (TTFT {result.ttft_attainment:.2%}, TPOT {result.tpot_attainment:.2%})"
-        f" of {result.arrivals} requests; not served: {rej}"
+        f"SLO attainment {result.slo_attainment:.2%} (TTFT + window p99 ITL; {result.itl_windows_met:.0%} of "
+        f"windows met the ITL); paper's attainment {result.attainment:.2%} (TTFT {result.ttft_attainment:.2%}, "
+        f"mean TPOT {result.tpot_attainment:.2%}) of {result.arrivals} requests; lost: {lost}"
     )
     lines.append(
         f"TTFT p50 {_fmt(result.ttft_p50)} p99 {_fmt(result.ttft_p99)} (SLO {_fmt(result.ttft_slo_s)}); "
