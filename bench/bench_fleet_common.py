@@ -110,7 +110,7 @@ def spec(trace: str, *, mode: str = "semipd", lo: int = BUDGET, hi: int = BUDGET
     )
 
 
-MIX_SHIFT_S = 900.0
+MIX_SHIFT_S = 600.0
 """The mix-shift day, compressed: chat at the start and end, up to half long documents mid-day."""
 SYNTHESISED = ("mix-shift",)
 
