@@ -390,7 +390,7 @@ def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, d
         cross: dict[str, float | None] = {"vllm-chunked": None, "xPyD (best ratio)": None}
         for eps in INTERFERENCE:
             h = headline(rows, SENS_TRACE, scale, eps=eps)
-            ours = h.get("ours", ("-", 0.0, False))
+            ours = h.get("ours", ("-", float("nan"), False))
             vals = {
                 "ours": ours[1],
                 "oracle": h.get("oracle", ("", 0.0, False))[1],
@@ -398,7 +398,7 @@ def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, d
                 "chunked": base["vllm-chunked"][1],
                 "xPyD": base["xPyD (best ratio)"][1],
             }
-            rank = " > ".join(k for k, _ in sorted(vals.items(), key=lambda kv: -kv[1]))
+            rank = " > ".join(k for k, v in sorted(vals.items(), key=lambda kv: -kv[1]) if v == v)
             L.append(
                 f"| eps {eps:g} | {ours[1]:.2f} | {vals['oracle']:.2f} | {vals['static']:.2f}"
                 f" ({h['static (best split)'][0]}) | {vals['chunked']:.2f} | {vals['xPyD']:.2f} | {rank} |"
@@ -409,14 +409,14 @@ def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, d
             summary["sensitivity"].setdefault(scale, {})[f"eps={eps:g}"] = vals
         for truth in MISMATCH:
             h = headline(rows, SENS_TRACE, scale, truth=truth)
-            ours = h.get("ours", ("-", 0.0, False))
+            ours = h.get("ours", ("-", float("nan"), False))
             vals = {
                 "ours": ours[1],
                 "static": h["static (best split)"][1],
                 "chunked": h["vllm-chunked"][1],
                 "xPyD": h["xPyD (best ratio)"][1],
             }
-            rank = " > ".join(k for k, _ in sorted(vals.items(), key=lambda kv: -kv[1]))
+            rank = " > ".join(k for k, v in sorted(vals.items(), key=lambda kv: -kv[1]) if v == v)
             L.append(
                 f"| prefill x{truth[0]:g}, decode x{truth[1]:g} (eps 0.2) | {ours[1]:.2f} | - | {vals['static']:.2f}"
                 f" ({h['static (best split)'][0]}) | {vals['chunked']:.2f} | {vals['xPyD']:.2f} | {rank} |"
