@@ -24,7 +24,9 @@ def test_every_known_trace_ships_and_parses() -> None:
 
 def test_the_shipped_traces_keep_their_attribution() -> None:
     readme = (default_trace_dir() / "README.md").read_text()
-    assert "Patel et al." in readme and "ISCA 2024" in readme and "CC-BY-4.0" in readme
+    assert "Patel et al." in readme
+    assert "ISCA 2024" in readme
+    assert "CC-BY-4.0" in readme
     assert "Apache-2.0" in readme
 
 
@@ -38,7 +40,8 @@ def test_gzip_traces_are_deterministic_copies() -> None:
     for file in KNOWN_TRACES.values():
         with (default_trace_dir() / file).open("rb") as f:
             header = f.read(10)
-        assert header[:2] == b"\x1f\x8b" and header[4:8] == b"\0\0\0\0", file
+        assert header[:2] == b"\x1f\x8b", file
+        assert header[4:8] == b"\0\0\0\0", file
         with gzip.open(default_trace_dir() / file) as g:  # type: ignore[arg-type]
             assert g.read(64)
 
