@@ -22,13 +22,13 @@ from semipd.controller import metrics
 from semipd.controller.agents import ready_pod_ips
 from semipd.controller.experts import place_experts
 from semipd.controller.kvplacement import kv_placement_step
+from semipd.controller.promsource import choose_source
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.engines import get_driver
 from semipd.engines.capabilities import SwitchMode
 from semipd.observe.fleet import observe_pool
-from semipd.observe.prometheus import PrometheusSource
 from semipd.policy.planner import PoolContext, plan
 from semipd.policy.profiles import latency_model_for
 from semipd.policy.state import Decision, Plan, SplitChange
@@ -97,8 +97,10 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
     if view is None or view.uid != uid:
         view = ctx.autoscale[(namespace, name)] = AutoscaleView(uid=uid)
     started = time.perf_counter()
-    url = spec.autoscaling.prometheus_url or ctx.config.prometheus_url
-    source = ctx.prometheus.setdefault(url, PrometheusSource(url))
+    cfg = ctx.config
+    source = choose_source(
+        ctx.prometheus, spec.autoscaling.prometheus_url, cfg.prometheus_url, cfg.prometheus_allowed_urls
+    )
     pods = ctx.cache.labelled("v1/Pod", namespace, {names.POOL_LABEL: name})
     by_np = {
         np.name: [p for p in pods if (p["metadata"].get("labels") or {}).get(names.NODE_POOL_LABEL) == np.name]
