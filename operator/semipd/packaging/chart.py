@@ -202,11 +202,13 @@ def default_helm() -> str:
     return str(cached) if cached.exists() else "helm"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="semipd package", description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None, prog: str = "semipd package") -> int:
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.ArgumentDefaultsHelpFormatter, description=__doc__.splitlines()[0]
+    )
     parser.add_argument("action", choices=["sync", "check"], help="rewrite the generated files, or fail if stale")
-    parser.add_argument("--root", default=".", help="repository root (default: .)")
-    parser.add_argument("--helm", default=default_helm(), help="helm binary (default: ~/.cache/semipd/bin/helm)")
+    parser.add_argument("--root", default=".", help="repository root")
+    parser.add_argument("--helm", default=default_helm(), help="helm binary")
     args = parser.parse_args(argv)
     root = Path(args.root)
     if args.action == "sync":
