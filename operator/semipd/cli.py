@@ -23,6 +23,10 @@ DELEGATED = {
 INTERNAL = {
     "package": ("semipd.packaging", "regenerate or check the chart's generated parts and manifests/ (sync|check)"),
     "sim-engine": ("semipd.sim.engine.cli", "the simulated semi-PD engine (run by engine pods of kind sim)"),
+    "chart-test": (
+        "semipd.packaging.helmtest",
+        "what the chart's `helm test` runs: the CRD is served, the operator answers",
+    ),
 }
 
 
