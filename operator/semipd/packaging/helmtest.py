@@ -2,8 +2,8 @@
 
 Passes when the InferencePool CRD is served (API discovery lists `inferencepools` with short name
 `sipool`) and the operator answers: its Ready pod's liveness endpoint returns 200 and its metrics
-endpoint serves `semipd_` series, both reached through the API server's pod proxy (which needs no
-Service routing and only the hook's own Role: get/list pods, get pods/proxy).
+endpoint serves `semipd_` series, both on the pod's IP (found with the hook's own Role: get/list
+pods), as Prometheus scrapes it; no Service routing is assumed.
 """
 
 from __future__ import annotations
@@ -33,16 +33,28 @@ def check_crd(custom: Any) -> str | None:
     return None
 
 
+def _url(ip: str, port: int, path: str) -> str:
+    host = f"[{ip}]" if ":" in ip else ip
+    return f"http://{host}:{port}/{path}"
+
+
 def check_operator(core: Any, namespace: str, selector: str, liveness_port: int, metrics_port: int) -> str | None:
     """None when a Ready operator pod answers on its liveness and metrics ports, else what is wrong."""
+    import httpx
+
     pods = [p for p in core.list_namespaced_pod(namespace, label_selector=selector).items if _ready(p)]
     if not pods:
         return f"no Ready operator pod in {namespace} with labels {selector}"
-    name = pods[0].metadata.name
-    core.connect_get_namespaced_pod_proxy_with_path(f"{name}:{liveness_port}", namespace, "healthz")
-    metrics = core.connect_get_namespaced_pod_proxy_with_path(f"{name}:{metrics_port}", namespace, "metrics")
-    if "semipd_" not in str(metrics):
-        return f"pod {name}: /metrics serves no semipd_ series"
+    pod = pods[0]
+    try:
+        health = httpx.get(_url(pod.status.pod_ip, liveness_port, "healthz"), timeout=10)
+        metrics = httpx.get(_url(pod.status.pod_ip, metrics_port, "metrics"), timeout=10)
+    except httpx.HTTPError as err:
+        return f"pod {pod.metadata.name} ({pod.status.pod_ip}) does not answer: {err}"
+    if health.status_code != 200:
+        return f"pod {pod.metadata.name}: /healthz answered {health.status_code}"
+    if metrics.status_code != 200 or "semipd_" not in metrics.text:
+        return f"pod {pod.metadata.name}: /metrics answered {metrics.status_code} without semipd_ series"
     return None
 
 
