@@ -425,7 +425,10 @@ def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, d
         L.append("")
         for k, eps in cross.items():
             if eps is None:
-                L.append(f"- {scale}: the best static semi-PD split beats {k} at no interference in the range.")
+                L.append(
+                    f"- {scale}: the best static semi-PD split does not beat {k} at any interference in the range"
+                    " (ties count as not beating; '>=' rates at the grid top are ties, not losses)."
+                )
             else:
                 L.append(
                     f"- {scale}: the best static semi-PD split beats {k} for interference <= {eps:g}"
