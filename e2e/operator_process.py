@@ -25,6 +25,7 @@ from semipd.data import upstream_gie_crd
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "crds" / "semipd.io_inferencepools.yaml"
 GIE_CRD = Path(str(upstream_gie_crd()))  # shipped as package data
+THREAD_RACE_MARKERS = ("Non-thread-safe operation", "changed size during iteration")
 
 
 def free_port() -> int:
@@ -67,6 +68,8 @@ class OperatorProcess:
             "SEMIPD_POD_ANNOTATIONS": "semipd.io/local-exec=true",
             "SEMIPD_TERMINATION_GRACE": "30s",
             "SEMIPD_PROMETHEUS_URL": self.cluster.prometheus_url,
+            # asyncio debug mode: a loop call from a worker thread raises and is logged.
+            "PYTHONASYNCIODEBUG": "1",
         }
         env.pop("KUBERNETES_SERVICE_HOST", None)
         with self.log.open("a") as out:
@@ -111,6 +114,11 @@ class OperatorProcess:
         text = self.log.read_text()
         return text if "Traceback" in text else ""
 
+    def thread_races(self) -> list[str]:
+        """Log lines showing state touched from a worker thread (asyncio debug mode's check, or a
+        dict iterated while another thread changed it)."""
+        return [line for line in self.log.read_text().splitlines() if any(m in line for m in THREAD_RACE_MARKERS)]
+
 
 @contextlib.contextmanager
 def running_operator(
@@ -133,3 +141,4 @@ def running_operator(
         op.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     assert not op.tracebacks(), op.tracebacks()[-4000:]
+    assert not op.thread_races(), op.thread_races()[:20]

@@ -3,6 +3,8 @@
 Every handler names the `semipd.io` group explicitly (the Gateway API Inference Extension also has
 a kind called InferencePool). No timers or daemons: they would make Kopf add a finalizer to every
 InferencePool; an operator-wide resync task gives the same level-based guarantee without one.
+Every handler is a coroutine: Kopf runs sync handlers in worker threads, where mutating the watch
+caches (which the loop iterates) or setting an asyncio.Event would race with the event loop.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             await memo["ctx"].close()
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    def track_node(event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+    async def track_node(event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
         nodes = memo["ctx"].nodes
         if event.get("type") == "DELETED":
             nodes.pop(name, None)
@@ -112,7 +114,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             nodes[name] = node_info(dict(body))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def track_pool(
+    async def track_pool(
         event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
     ) -> None:
         bodies = memo["ctx"].pool_bodies
@@ -130,7 +132,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         registry=registry,
         when=lambda name, **_: name in (GIE_CRD, HTTPROUTE_CRD),
     )
-    def track_gie_crd(event: kopf.RawEvent, name: str, memo: kopf.Memo, **_: Any) -> None:
+    async def track_gie_crd(event: kopf.RawEvent, name: str, memo: kopf.Memo, **_: Any) -> None:
         ctx: OperatorContext = memo["ctx"]
         installed = event.get("type") != "DELETED"
         flag = "gie_installed" if name == GIE_CRD else "httproute_installed"
@@ -142,7 +144,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     for group, version, plural, kind in CHILD_KINDS:
 
         @kopf.on.event(group, version, plural, registry=registry, labels={"app.kubernetes.io/managed-by": MANAGED_BY})
-        def track_child(
+        async def track_child(
             event: kopf.RawEvent,
             body: kopf.Body,
             namespace: str | None,
@@ -173,7 +175,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             await reconcile(memo["ctx"], namespace, name, logger)
 
     @kopf.on.probe(id="lastReconcileAgeSeconds", registry=registry)
-    def reconcile_age(memo: kopf.Memo, **_: Any) -> float:
+    async def reconcile_age(memo: kopf.Memo, **_: Any) -> float:
         ctx: OperatorContext = memo["ctx"]
         age = time.monotonic() - ctx.last_success
         if ctx.known_pools and age > config.stale_after:
