@@ -27,7 +27,7 @@ from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.engines import get_driver
 from semipd.engines.capabilities import SwitchMode
-from semipd.observe.fleet import observe_pool
+from semipd.observe.fleet import fault_reason, observe_pool
 from semipd.observe.prometheus import PrometheusSource
 from semipd.policy.planner import PoolContext, plan
 from semipd.policy.profiles import latency_model_for
@@ -135,7 +135,7 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
     view.replicas = dict(result.replicas)
     view.state = result.state
     view.metrics_available = result.metrics_available
-    view.metrics_reason = result.metrics_reason
+    view.metrics_reason = fault_reason(obs) or result.metrics_reason
     view.metrics_message = result.metrics_message + ("; failed switches: " + "; ".join(failed) if failed else "")
     view.slo_met = result.slo_met
     view.slo_message = result.slo_message
