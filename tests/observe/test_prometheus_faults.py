@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from semipd.api.v1alpha1 import InferencePoolSpec
-from semipd.controller.autoscale import pool_contexts
+from semipd.context.pool import pool_facts
 from semipd.observe import prometheus
 from semipd.observe.fleet import fault_reason, observe_pool
 from semipd.observe.prometheus import MetricsError, PrometheusSource
@@ -144,7 +144,7 @@ def evaluate(source: PrometheusSource) -> tuple[Observation, Plan, float]:
     took = time.monotonic() - t0
     # Slack for ten minutes: a healthy light-load reading scales h200 in from 3.
     state = ControllerState(slack_since={"*": now - 600}, last_scale={"h200": now - 600})
-    return obs, plan(s, obs, state, {"h200": 3}, pool_contexts(s)), took
+    return obs, plan(s, obs, state, {"h200": 3}, pool_facts(s).planner_contexts()), took
 
 
 def test_the_healthy_reading_scales_in(server: FakePrometheus) -> None:
