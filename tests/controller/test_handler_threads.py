@@ -15,6 +15,7 @@ import kopf
 
 from semipd.controller.config import OperatorConfig
 from semipd.controller.handlers import build_registry
+from semipd.controller.liveness import Liveness
 
 # Kopf's own login helper touches no operator state (it only reads the kubeconfig).
 STATELESS = {"build_registry.<locals>.login"}
@@ -41,6 +42,8 @@ def test_tracking_handlers_feed_the_caches_and_wake_the_loop_on_the_loop() -> No
             self.pool_bodies: dict[tuple[str, str], dict[str, Any]] = {}
             self.nodes: dict[str, Any] = {}
             self.wake = asyncio.Event()
+            self.liveness = Liveness(stale_after=10)
+            self.liveness.last_api = 0.0
 
     async def scenario() -> tuple[Ctx, bool]:
         loop = asyncio.get_running_loop()
@@ -60,3 +63,4 @@ def test_tracking_handlers_feed_the_caches_and_wake_the_loop_on_the_loop() -> No
     assert debug
     assert ctx.pool_bodies == {("ns", "p"): {"metadata": {"namespace": "ns", "name": "p"}, "spec": {}}}
     assert ctx.nodes == {}
+    assert ctx.liveness.last_api > 0.0  # every watch event counts as apiserver contact

@@ -41,6 +41,18 @@ class OperatorConfig:
     stale_after: float = 300.0
     """The liveness probe fails when no reconcile succeeded for this many seconds while pools exist."""
 
+    api_timeout: float = 30.0
+    """Seconds any one Kubernetes API request (and the liveness heartbeat) may take."""
+
+    prometheus_timeout: float = 5.0
+    """Seconds one Prometheus query may take (server- and client-side; a retry adds one more)."""
+
+    pool_timeout: float = 120.0
+    """Seconds one pool's reconcile or autoscaler evaluation may take before it is abandoned."""
+
+    pool_concurrency: int = 8
+    """Pools reconciled (and evaluated) at the same time."""
+
     token_key_file: str | None = None
     """File with the key agent admin tokens are derived from (mounted from a Secret in a real install)."""
 
@@ -78,6 +90,18 @@ def load_config(env: Mapping[str, str] | None = None) -> OperatorConfig:
             raise ValueError(f"{ENV_PREFIX}{name}: must be positive, got {raw!r}")
         return value
 
+    def positive_int(name: str, default: int) -> int:
+        raw = get(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{ENV_PREFIX}{name}: not an integer: {raw!r}") from None
+        if value <= 0:
+            raise ValueError(f"{ENV_PREFIX}{name}: must be positive, got {raw!r}")
+        return value
+
     port_raw = get("METRICS_PORT")
     try:
         metrics_port = int(port_raw) if port_raw is not None else d.metrics_port
@@ -104,6 +128,10 @@ def load_config(env: Mapping[str, str] | None = None) -> OperatorConfig:
         prometheus_url=get("PROMETHEUS_URL") or d.prometheus_url,
         field_manager=get("FIELD_MANAGER") or d.field_manager,
         stale_after=seconds("STALE_AFTER", d.stale_after),
+        api_timeout=seconds("API_TIMEOUT", d.api_timeout),
+        prometheus_timeout=seconds("PROMETHEUS_TIMEOUT", d.prometheus_timeout),
+        pool_timeout=seconds("POOL_TIMEOUT", d.pool_timeout),
+        pool_concurrency=positive_int("POOL_CONCURRENCY", d.pool_concurrency),
         token_key_file=get("TOKEN_KEY_FILE"),
         operator_image=get("OPERATOR_IMAGE") or d.operator_image,
         termination_grace_seconds=max(15, round(grace)),

@@ -22,6 +22,7 @@ from semipd.controller.agents import AgentClient
 from semipd.controller.autoscale import autoscale_forever
 from semipd.controller.config import OperatorConfig
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient, new_api_client
+from semipd.controller.liveness import Liveness, heartbeat_forever, known_intervals, list_one_pool
 from semipd.controller.reconcile import OperatorContext, node_info, reconcile, resync_forever
 from semipd.controller.tokens import load_key
 from semipd.desired.names import MANAGED_BY, POOL_LABEL
@@ -71,7 +72,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_settings(settings)
-        api = await new_api_client()
+        api = await new_api_client(config.api_timeout)
         agents = AgentClient()
 
         async def close() -> None:
@@ -92,8 +93,11 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
                 pod_annotations=dict(config.pod_annotations),
             ),
             close=close,
+            liveness=Liveness(stale_after=config.stale_after),
         )
         memo["ctx"] = ctx
+        heartbeat = list_one_pool(api, config.namespaces, config.api_timeout)
+        memo["heartbeat"] = asyncio.create_task(heartbeat_forever(ctx.liveness, heartbeat, config.api_timeout, log))
         memo["resync"] = asyncio.create_task(resync_forever(ctx, log))
         memo["autoscale"] = asyncio.create_task(autoscale_forever(ctx, log))
         metrics.serve(config.metrics_host, config.metrics_port)
@@ -102,11 +106,13 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     async def stop(memo: kopf.Memo, **_: Any) -> None:
         memo["resync"].cancel()
         memo["autoscale"].cancel()
+        memo["heartbeat"].cancel()
         if memo["ctx"].close is not None:
             await memo["ctx"].close()
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
     async def track_node(event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+        memo["ctx"].liveness.saw_api()
         nodes = memo["ctx"].nodes
         if event.get("type") == "DELETED":
             nodes.pop(name, None)
@@ -117,6 +123,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     async def track_pool(
         event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
     ) -> None:
+        memo["ctx"].liveness.saw_api()
         bodies = memo["ctx"].pool_bodies
         if namespace is None:
             return
@@ -134,6 +141,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     )
     async def track_gie_crd(event: kopf.RawEvent, name: str, memo: kopf.Memo, **_: Any) -> None:
         ctx: OperatorContext = memo["ctx"]
+        ctx.liveness.saw_api()
         installed = event.get("type") != "DELETED"
         flag = "gie_installed" if name == GIE_CRD else "httproute_installed"
         if installed != getattr(ctx, flag):
@@ -155,6 +163,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             **_: Any,
         ) -> None:
             ctx: OperatorContext = memo["ctx"]
+            ctx.liveness.saw_api()
             if namespace is None:
                 return
             if event.get("type") == "DELETED":
@@ -177,9 +186,13 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     @kopf.on.probe(id="lastReconcileAgeSeconds", registry=registry)
     async def reconcile_age(memo: kopf.Memo, **_: Any) -> float:
         ctx: OperatorContext = memo["ctx"]
-        age = time.monotonic() - ctx.last_success
+        now = time.monotonic()
+        age = now - ctx.last_success
+        problems = ctx.liveness.problems(now, known_intervals(ctx.pool_bodies.items()))
         if ctx.known_pools and age > config.stale_after:
-            raise kopf.PermanentError(f"no successful reconcile for {age:.0f}s")
+            problems.append(f"no successful reconcile for {age:.0f}s")
+        if problems:
+            raise kopf.PermanentError("; ".join(problems))
         return round(age, 1)
 
     return registry
