@@ -29,7 +29,8 @@ UNREACHABLE = "PrometheusUnreachable"
 HTTP_ERROR = "PrometheusHTTPError"
 MALFORMED = "PrometheusMalformedReply"
 WRONG_TYPE = "PrometheusWrongResultType"
-FAULTS = (TIMEOUT, UNREACHABLE, HTTP_ERROR, MALFORMED, WRONG_TYPE)
+NOT_ALLOWED = "PrometheusURLNotAllowed"
+FAULTS = (TIMEOUT, UNREACHABLE, HTTP_ERROR, MALFORMED, WRONG_TYPE, NOT_ALLOWED)
 """Condition reasons for a metrics source that did not answer usefully (CamelCase, metav1-style)."""
 
 
@@ -86,6 +87,18 @@ def sample_value(raw: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def failure_summary(err: BaseException) -> str:
+    """What failed, never what the server said: a response body may carry anything (it lands in status)."""
+    if isinstance(err, TimeoutError):
+        return "timed out"
+    if isinstance(err, PrometheusApiClientException):
+        code = re.search(r"HTTP Status Code (\d{3})", str(err))
+        return f"HTTP {code.group(1)}" if code else "error response"
+    if isinstance(err, ValueError):  # requests' JSONDecodeError is both
+        return "unparseable response"
+    return f"request failed ({type(err).__name__})"
+
+
 class PrometheusSource:
     """Instant queries against one Prometheus."""
 
@@ -101,11 +114,9 @@ class PrometheusSource:
             return self._client.custom_query(promql, params={"timeout": f"{self._timeout:g}s"}, timeout=self._timeout)
 
     def _describe(self, fault: str, err: BaseException) -> str:
-        """What went wrong, without the reply body (it may echo anything)."""
         if fault == TIMEOUT:
             return f"no answer within {self._timeout:g}s"
-        code = re.search(r"HTTP Status Code (\d+)", str(err)) or re.search(r"\b([45]\d\d) error", str(err))
-        return f"HTTP {code.group(1)}" if code else type(err).__name__
+        return failure_summary(err)
 
     async def query(self, promql: str) -> list[tuple[Series, float | None]]:
         """(labels, value) per series of an instant vector; raises MetricsError when Prometheus cannot answer."""
