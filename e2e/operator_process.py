@@ -79,7 +79,7 @@ class OperatorProcess:
         env.pop("KUBERNETES_SERVICE_HOST", None)
         with self.log.open("a") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "semipd", "operator"], env=env, stdout=out, stderr=out)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # the import alone can take tens of seconds on a loaded machine
         while time.monotonic() < deadline:
             try:
                 httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1)
