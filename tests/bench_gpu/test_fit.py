@@ -8,8 +8,8 @@ import pytest
 from bench.gpu.fit import (
     SCHEMA,
     Sample,
-    corun_speed,
     contention_document,
+    corun_speed,
     fit_contention,
     fit_interference,
     fit_k,
@@ -33,7 +33,9 @@ def synthetic(model: str, k_p: float, k_d: float, eps: float, noise: float = 0.0
     for phase in ("prefill", "decode"):
         out.append(Sample(model, phase, f"{phase}-a", 1.0, 0.0, base[phase]))
         for s in SHARES:
-            out.append(Sample(model, phase, f"{phase}-a", s, 0.0, base[phase] / standalone_speed(s, ks[phase]) * jitter()))
+            out.append(
+                Sample(model, phase, f"{phase}-a", s, 0.0, base[phase] / standalone_speed(s, ks[phase]) * jitter())
+            )
     for x, y in PAIRS:
         v_p = corun_speed(x, y, k_p, eps)
         v_d = corun_speed(y, x, k_d, eps)
@@ -55,7 +57,7 @@ def test_fit_k_recovers_exact_k(k):
 
 
 def test_fit_k_ignores_whole_gpu_points_and_needs_a_partial_share():
-    with pytest.raises(ValueError, match="below 1.0"):
+    with pytest.raises(ValueError, match=r"below 1\.0"):
         fit_k([1.0, 1.0], [1.0, 1.0])
     assert fit_k([1.0, 0.5], [0.2, standalone_speed(0.5, 0.4)]) == pytest.approx(0.4, abs=1e-6)
 
