@@ -164,6 +164,17 @@ def fit_contention(samples: Sequence[Sample]) -> ContentionFit:
     )
 
 
+def k_by_config(samples: Sequence[Sample]) -> dict[str, float]:
+    """k of each workload config alone (decode's k grows with batch and context: contention.md)."""
+    with_speed = speeds(samples)
+    out = {}
+    for cfg in sorted({s.config for s in samples}):
+        solo = [(s.share, v) for s, v in with_speed if s.config == cfg and not s.corun and s.share < 1.0]
+        if solo:
+            out[cfg] = fit_k([p[0] for p in solo], [p[1] for p in solo])
+    return out
+
+
 SCHEMA = "semipd.io/contention/v1"
 
 
@@ -196,6 +207,7 @@ def contention_document(
                 interference=f.interference,
                 rms_standalone=f.rms_standalone,
                 rms_corun=f.rms_corun,
+                k_by_config=k_by_config(mine),
             )
         else:
             entry.update(prefill_k=None, decode_k=None, interference=None)

@@ -181,7 +181,7 @@ def choose(device: torch.device, wanted: str) -> tuple[Partitioner, str]:
             del a, b
             gc.close()
             return GreenContexts(device), "cuda-python green contexts"
-        except (ImportError, AttributeError, _DriverError) as e:
+        except (ImportError, AttributeError, RuntimeError) as e:  # no bindings, an old driver, or a refused split
             if wanted == "green-context":
                 raise SystemExit(f"green contexts unavailable: {e}") from e
             reason = f"green contexts unavailable ({type(e).__name__}: {e}); MPS daemon answers: {mps_available()}"

@@ -77,8 +77,8 @@ class Layer:
         h, d = shape.hidden, shape.head_dim
 
         def w(rows: int, cols: int) -> torch.Tensor:
-            t = torch.randn(rows, cols, generator=gen, device="cpu", dtype=torch.float32) / math.sqrt(rows)
-            return t.to(device=device, dtype=dtype)
+            # Drawn on the device: a Qwen3-32B layer is 0.5 G parameters, slow to draw on a CPU.
+            return torch.randn(rows, cols, generator=gen, device=device, dtype=dtype).mul_(1.0 / math.sqrt(rows))
 
         # One fused QKV and one fused gate/up matrix, as serving engines lay them out.
         self.w_qkv = w(h, (shape.q_heads + 2 * shape.kv_heads) * d)
@@ -120,7 +120,7 @@ class Steps:
     """The layers and buffers for one model; makes the zero-argument prefill and decode step callables."""
 
     def __init__(self, shape: LayerShape, layers: int, device: torch.device, dtype: torch.dtype, seed: int = 0) -> None:
-        gen = torch.Generator(device="cpu").manual_seed(seed)
+        gen = torch.Generator(device=device).manual_seed(seed)
         self.shape, self.device, self.dtype = shape, device, dtype
         self.layers = [Layer(shape, device, dtype, gen) for _ in range(layers)]
 

@@ -106,6 +106,7 @@ def test_document_has_the_simulators_schema_and_per_model_fits():
     # The pooled fit lies between the two models' values.
     assert 0.6 < doc["prefill_k"] < 0.8
     assert 0.1 < doc["interference"] < 0.2
+    assert doc["per_model"]["qwen3-32b"]["k_by_config"] == pytest.approx({"decode-a": 0.3, "prefill-a": 0.8}, abs=1e-6)
     raw = doc["per_model"]["llama-3-8b"]["samples"]
     assert len(raw) == len(synthetic("x", 0.6, 0.2, 0.2))
     assert {"phase", "share", "other_share", "latency_s", "speed"} <= set(raw[0])
