@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from semipd.api.durations import to_seconds
+from semipd.api.semantics import DEFAULT_SCRAPE_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,12 @@ class OperatorConfig:
 
     prometheus_url: str = "http://127.0.0.1:9090"
     """Default Prometheus queried for SLO metrics (per-pool override: spec.autoscaling.prometheusURL)."""
+
+    prometheus_allowed_urls: tuple[str, ...] = ()
+    """Prometheus URLs a pool's spec.autoscaling.prometheusURL may point under; empty: no override is honoured."""
+
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S
+    """Seconds between Prometheus scrapes of engine pods; spec.slo.window must be at least twice this."""
 
     field_manager: str = "semipd-operator"
     """Server-side apply field manager for everything the operator owns."""
@@ -95,6 +102,10 @@ def load_config(env: Mapping[str, str] | None = None) -> OperatorConfig:
             raise ValueError(f"{ENV_PREFIX}POD_ANNOTATIONS: expected key=value, got {item!r}")
         annotations.append((key.strip(), value.strip()))
     grace = seconds("TERMINATION_GRACE", float(d.termination_grace_seconds))
+    allowed_urls = tuple(u.strip() for u in (get("PROMETHEUS_ALLOWED_URLS") or "").split(",") if u.strip())
+    for url in allowed_urls:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{ENV_PREFIX}PROMETHEUS_ALLOWED_URLS: not an http(s) URL: {url!r}")
     return OperatorConfig(
         namespaces=namespaces,
         resync_interval=seconds("RESYNC_INTERVAL", d.resync_interval),
@@ -102,6 +113,8 @@ def load_config(env: Mapping[str, str] | None = None) -> OperatorConfig:
         metrics_host=get("METRICS_HOST") or d.metrics_host,
         metrics_port=metrics_port,
         prometheus_url=get("PROMETHEUS_URL") or d.prometheus_url,
+        prometheus_allowed_urls=allowed_urls,
+        scrape_interval=seconds("SCRAPE_INTERVAL", d.scrape_interval),
         field_manager=get("FIELD_MANAGER") or d.field_manager,
         stale_after=seconds("STALE_AFTER", d.stale_after),
         token_key_file=get("TOKEN_KEY_FILE"),
