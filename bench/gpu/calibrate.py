@@ -278,43 +278,52 @@ def main(argv: list[str] | None = None) -> int:
     dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     _say(bench.t0, f"device {dev_name}, {part.total_sms} SMs, partitioning {part.name} ({why})")
     check = bench.partition_check()
-    per_model = {m: bench.run_model(m) for m in plan.models}
-    part.close()
     hardware = args.hardware or ("h200" if device.type == "cuda" else "cpu")
     if device.type == "cuda" and args.hardware is None and "H200" not in dev_name:
         bench.warnings.append(f"--hardware defaulted to h200 but the device is {dev_name}")
-    doc = contention_document(
-        samples=bench.samples,
-        hardware=hardware,
-        device=dev_name,
-        partitioning=part.name,
-        measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        per_model_extra=per_model,
-        extra={
-            "partitioning_reason": why,
-            "total_sms": part.total_sms,
-            "partition_check": check,
-            "mps_daemon": partition.mps_available() if device.type == "cuda" else False,
-            "cuda_graphs": plan.use_graphs,
-            "torch": torch.__version__,
-            "grid": {
-                "prefill": [c.label for c in plan.prefill],
-                "decode": [c.label for c in plan.decode],
-                "solo_splits": list(plan.solo_splits),
-                "corun_splits": list(plan.corun_splits),
-                "layers": plan.layers,
+    mps = partition.mps_available() if device.type == "cuda" else False
+    per_model: dict[str, dict[str, Any]] = {}
+    for i, model in enumerate(plan.models):
+        per_model[model] = bench.run_model(model)
+        # Written after every model, so a run cut short still leaves what it measured (marked partial).
+        doc = contention_document(
+            samples=bench.samples,
+            hardware=hardware,
+            device=dev_name,
+            partitioning=part.name,
+            measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            per_model_extra=per_model,
+            extra={
+                "complete": i == len(plan.models) - 1,
+                "partitioning_reason": why,
+                "total_sms": part.total_sms,
+                "partition_check": check,
+                "mps_daemon": mps,
+                "cuda_graphs": plan.use_graphs,
+                "torch": torch.__version__,
+                "grid": {
+                    "models": list(plan.models),
+                    "prefill": [c.label for c in plan.prefill],
+                    "decode": [c.label for c in plan.decode],
+                    "solo_splits": list(plan.solo_splits),
+                    "corun_splits": list(plan.corun_splits),
+                    "layers": plan.layers,
+                },
+                "corun": bench.corun_meta,
+                "warnings": bench.warnings,
+                "elapsed_s": round(time.monotonic() - bench.t0, 1),
             },
-            "corun": bench.corun_meta,
-            "warnings": bench.warnings,
-            "elapsed_s": round(time.monotonic() - bench.t0, 1),
-        },
-    )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    _say(
-        bench.t0,
-        f"wrote {args.out}: prefill_k {doc['prefill_k']}, decode_k {doc['decode_k']}, eps {doc['interference']}",
-    )
+        )
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        _say(
+            bench.t0,
+            f"wrote {args.out} ({i + 1}/{len(plan.models)} models): prefill_k {doc['prefill_k']:.3g}, "
+            f"decode_k {doc['decode_k']:.3g}, eps {doc['interference']:.3g}"
+            if doc["prefill_k"] is not None
+            else f"wrote {args.out} ({i + 1}/{len(plan.models)} models): unpartitioned, nothing fitted",
+        )
+    part.close()
     for w in bench.warnings:
         print(f"warning: {w}", file=sys.stderr)
     return 0

@@ -98,6 +98,7 @@ def test_calibrate_tiny_on_cpu_writes_the_contention_file(tmp_path, capsys):
     assert doc["partitioning"] == "cpu"
     assert doc["hardware"] == "cpu"
     assert doc["device"] == "cpu"
+    assert doc["complete"] is True
     assert set(doc["per_model"]) == {"llama-3-8b", "qwen3-32b"}
     for key in ("prefill_k", "decode_k", "interference"):
         assert math.isfinite(doc[key])
