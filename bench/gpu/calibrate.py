@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: torch sees no CUDA device (--device cpu --tiny runs the plumbing)")
     plan = TINY_PLAN if args.tiny else Plan()
     if args.models:
         plan = replace(plan, models=tuple(args.models.split(",")))

@@ -111,3 +111,10 @@ def test_calibrate_tiny_on_cpu_writes_the_contention_file(tmp_path, capsys):
         assert entry["shape"]["hidden"] in (64, 80)
     assert all(c["covered"] for c in doc["corun"])
     assert "partitioning cpu" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_asking_for_cuda_without_a_gpu_says_so(tmp_path):
+    with pytest.raises(SystemExit, match="sees no CUDA device"):
+        calibrate.main(["--out", str(tmp_path / "c.json")])
+    assert not (tmp_path / "c.json").exists()
