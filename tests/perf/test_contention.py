@@ -157,6 +157,7 @@ def test_loads_the_calibration_file(tmp_path: Path) -> None:
         ({"prefill_k": "0.5"}, "prefill_k must be a number"),
         ({"prefill_k": True}, "prefill_k must be a number"),
         ({"partitioning": "mig"}, "partitioning"),
+        ({"partitioning": "streams", "prefill_k": None}, "prefill_k was not fitted"),
     ],
 )
 def test_bad_calibration_files_get_a_clear_error(over: dict[str, object], message: str) -> None:

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 CONTENTION_SCHEMA = "semipd.io/contention/v1"
-PARTITIONINGS = ("green-context", "mps", "streams")
+PARTITIONINGS = ("green-context", "mps", "streams", "cpu")
+"""How the harness split the SMs (cpu: its tiny-shape test runs on a CPU)."""
 
 PREFILL_K_RANGE = (0.0, 1.0)
 DECODE_K_RANGE = (0.0, 1.0)
@@ -143,6 +144,8 @@ def contention_from_json(doc: Any, where: str = "contention parameters") -> Cont
         if key not in doc:
             raise ValueError(f"{where}: missing {key!r}")
         v = doc[key]
+        if v is None:
+            raise ValueError(f"{where}: {key} was not fitted (partitioning {part!r} does not enforce SM shares)")
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ValueError(f"{where}: {key} must be a number, got {v!r}")
         values.append(float(v))
