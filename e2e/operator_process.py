@@ -71,7 +71,8 @@ class OperatorProcess:
         env.pop("KUBERNETES_SERVICE_HOST", None)
         with self.log.open("a") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "semipd", "operator"], env=env, stdout=out, stderr=out)
-        deadline = time.monotonic() + 30
+        # Importing Kopf and the clients takes 8 s on a loaded 2-core machine; leave room for that.
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             try:
                 httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1)
@@ -126,8 +127,8 @@ def running_operator(
             raise AssertionError(f"no default ServiceAccount in {namespace}")
         time.sleep(0.2)
     op = OperatorProcess(cluster, namespace, workdir, resync=resync)
-    op.start()
     try:
+        op.start()  # inside the try: an operator too slow to answer is stopped, not left running
         yield op
     finally:
         op.stop()

@@ -94,6 +94,7 @@ class AutoscalingMode(StrEnum):
 
     SEMIPD = "semipd"
     REPLICAS = "replicas"
+    EXTERNAL = "external"
     OFF = "off"
 
 
@@ -101,7 +102,9 @@ class AutoscalingSpec(ApiModel):
     """How and how often the operator resizes splits and replicas."""
 
     mode: AutoscalingMode = AutoscalingMode.SEMIPD
-    """`semipd` (split first, then replicas), `replicas` (replicas only), or `off`."""
+    """`semipd` (split first, then replicas), `replicas` (replicas only), `external` (splits and placement
+    only: an HPA or KEDA owns each node pool Deployment's `spec.replicas`, which the operator neither
+    sets nor reverts), or `off`."""
 
     interval: Duration = "15s"
     """How often observations are taken and the plan is recomputed."""
