@@ -69,17 +69,25 @@ def _crds(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    """The apiserver's rules (the models mirror the CRD schema and its CEL) plus the operator's InvalidSpec
+    checks that need no cluster, so one command tells a GitOps pipeline what the operator would say."""
     import yaml
 
-    from semipd.api.semantics import parse_spec
+    from semipd.api.durations import to_seconds
+    from semipd.api.semantics import name_problems, parse_spec, semantic_problems
+    from semipd.engines.capabilities import capabilities_of
 
+    scrape = to_seconds(args.scrape_interval)
     failed = 0
     for path in args.files:
         for doc in yaml.safe_load_all(Path(path).read_text()):
             if not doc or doc.get("kind") != "InferencePool" or doc.get("apiVersion") != "semipd.io/v1alpha1":
                 continue
             name = (doc.get("metadata") or {}).get("name", "?")
-            _, problems = parse_spec(doc.get("spec") or {})
+            spec, problems = parse_spec(doc.get("spec") or {})
+            if spec is not None:
+                problems = semantic_problems(spec, (), capabilities_of, scrape_interval_s=scrape)
+            problems = [*name_problems(str(name)), *problems]
             for p in problems:
                 print(f"{path}: {name}: {p}", file=sys.stderr)
             failed += bool(problems)
@@ -139,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     crds.set_defaults(fn=_crds)
     val = sub.add_parser("validate", help="check InferencePool manifests offline against the API models")
     val.add_argument("files", nargs="+", help="YAML manifests (several documents per file are fine)")
+    val.add_argument(
+        "--scrape-interval",
+        default="5s",
+        help="the operator's SEMIPD_SCRAPE_INTERVAL (spec.slo.window must be at least twice it)",
+    )
     val.set_defaults(fn=_validate)
     for name, (_, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)

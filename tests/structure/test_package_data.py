@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from semipd.data import upstream_gie_crd
+from semipd.data import default_pool, upstream_gie_crd
 from semipd.traces import KNOWN_TRACES, default_trace_dir, load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,3 +60,7 @@ def test_nothing_reads_the_workspace_shared_folder() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "../shared" not in makefile
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_default_pool_is_the_example() -> None:
+    assert default_pool().read_text() == (ROOT / "examples" / "sim-mixed-gpu-ascend.yaml").read_text()

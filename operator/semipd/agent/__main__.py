@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
 import sys
@@ -20,11 +21,31 @@ from semipd.agent.supervisor import Settings, Supervisor
 
 log = logging.getLogger("semipd.agent")
 
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
-
 
 class UsageError(Exception):
     pass
+
+
+def check_bind_address(host: str, pod_ip: str | None) -> str:
+    """`host` if it is safe to bind: a literal loopback address, or the pod's own IP.
+
+    Parsed with `ipaddress`, not compared as text: `0`, `::0` and `000.000.000.000` all mean "every
+    interface" to the socket layer, and a hostname may resolve to anything."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise UsageError(f"refusing to bind the admin API to {host!r}: not a literal IP address") from None
+    if address.is_unspecified or address.is_multicast:
+        raise UsageError(f"refusing to bind the admin API to wildcard address {host!r}; give the pod IP")
+    if address.is_loopback:
+        return host
+    try:
+        own = ipaddress.ip_address(pod_ip) if pod_ip else None
+    except ValueError:
+        own = None
+    if own is None or own != address:
+        raise UsageError(f"refusing to bind the admin API to {host!r}: neither loopback nor the pod IP ($POD_IP)")
+    return host
 
 
 def build_parser(prog: str = "semipd-agent") -> argparse.ArgumentParser:
@@ -97,9 +118,8 @@ def parse_health_url(url: str) -> HealthEndpoint:
 
 def settings_from_args(ns: argparse.Namespace, engine_argv: list[str]) -> tuple[Settings, str]:
     driver = DRIVERS[ns.driver]
-    host = ns.admin_host or os.environ.get("POD_IP") or "127.0.0.1"
-    if host in WILDCARD_HOSTS:
-        raise UsageError(f"refusing to bind the admin API to wildcard address {host!r}; give the pod IP")
+    pod_ip = os.environ.get("POD_IP")
+    host = check_bind_address(ns.admin_host or pod_ip or "127.0.0.1", pod_ip)
     bounds = SplitBounds(ns.prefill_min, ns.prefill_max, ns.decode_min, ns.decode_max)
     problems = bounds.problems()
     initial = Split(

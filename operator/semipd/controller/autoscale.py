@@ -26,6 +26,7 @@ from semipd.controller import metrics
 from semipd.controller.agents import ready_pod_ips
 from semipd.controller.experts import place_experts
 from semipd.controller.kvplacement import decide_kv_placement, publish_kv_placement
+from semipd.controller.promsource import choose_source
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
@@ -120,7 +121,7 @@ def _begin(ctx: Any, namespace: str, name: str) -> PoolEvaluation | None:
     if spec is None or problems:
         return None
     uid = str(body["metadata"]["uid"])
-    url = spec.autoscaling.prometheus_url or ctx.config.prometheus_url
+    cfg = ctx.config
     pods = ctx.cache.labelled("v1/Pod", namespace, {names.POOL_LABEL: name})
     by_np = {
         np.name: [p for p in pods if (p["metadata"].get("labels") or {}).get(names.NODE_POOL_LABEL) == np.name]
@@ -133,7 +134,9 @@ def _begin(ctx: Any, namespace: str, name: str) -> PoolEvaluation | None:
         namespace=namespace,
         name=name,
         token=pool_token(ctx.token_key, namespace, name, uid),
-        source=ctx.prometheus.setdefault(url, PrometheusSource(url)),
+        source=choose_source(
+            ctx.prometheus, spec.autoscaling.prometheus_url, cfg.prometheus_url, cfg.prometheus_allowed_urls
+        ),
         pods_by_np=by_np,
         ips=ready_pod_ips(pods),
     )

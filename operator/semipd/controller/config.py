@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, Pydanti
 from pydantic_settings.sources.utils import parse_env_vars
 
 from semipd.api.durations import to_seconds
+from semipd.api.semantics import DEFAULT_SCRAPE_INTERVAL_S
 
 ENV_PREFIX = "SEMIPD_"
 
@@ -90,6 +91,15 @@ class OperatorConfig(BaseSettings):
         default="http://127.0.0.1:9090",
         description="Default Prometheus queried for SLO metrics (per pool: spec.autoscaling.prometheusURL).",
     )
+    prometheus_allowed_urls: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)] = Field(
+        default=(),
+        description="Prometheus URLs a pool's spec.autoscaling.prometheusURL may point under, comma-separated; "
+        "empty: no override is honoured.",
+    )
+    scrape_interval: Seconds = Field(
+        default=DEFAULT_SCRAPE_INTERVAL_S,
+        description="Go duration between Prometheus scrapes of engine pods; spec.slo.window must be at least twice it.",
+    )
     field_manager: str = Field(
         default="semipd-operator", description="Server-side apply field manager for everything the operator owns."
     )
@@ -112,6 +122,14 @@ class OperatorConfig(BaseSettings):
     pod_annotations: Annotated[tuple[tuple[str, str], ...], NoDecode, BeforeValidator(_key_values)] = Field(
         default=(), description="Extra annotations on every engine pod, `key=value,key=value`."
     )
+
+    @field_validator("prometheus_allowed_urls")
+    @classmethod
+    def _http_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for url in value:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"not an http(s) URL: {url!r}")
+        return value
 
     @field_validator("termination_grace_seconds", mode="before")
     @classmethod
