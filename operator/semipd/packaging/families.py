@@ -18,6 +18,10 @@ def prom_label(kube_label: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", kube_label)
 
 
+# The project's home (Chart.yaml `home`, pyproject Homepage); alert runbooks link into its docs.
+PROJECT_HOME = "https://github.com/semipd/semipd-operator"
+RUNBOOK = f"{PROJECT_HOME}/blob/main/docs/operations.md"
+
 POOL = prom_label(names.POOL_LABEL)
 NODE_POOL = prom_label(names.NODE_POOL_LABEL)
 BY_POOL = ("namespace", POOL)
