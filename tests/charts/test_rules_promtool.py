@@ -62,3 +62,42 @@ def test_promtool_checks_and_unit_tests_the_generated_rules(promtool: str, tmp_p
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
+
+
+def engine_series() -> set[str]:
+    """Every series the engine drivers' metric sets name (histograms as _bucket/_sum/_count)."""
+    from semipd.engines import DRIVERS
+
+    out: set[str] = set()
+    for driver in DRIVERS.values():
+        ms = driver.metrics
+        for hist in (ms.ttft, ms.itl, ms.e2e):
+            out |= {f"{hist}_bucket", f"{hist}_sum", f"{hist}_count"}
+        out |= {ms.running, ms.waiting, ms.kv_usage, ms.prompt_tokens, ms.generation_tokens, *ms.extra.values()}
+    return out
+
+
+def test_every_dashboard_query_is_promql_naming_only_exported_series(promtool: str, tmp_path: Path) -> None:
+    from prometheus_client import REGISTRY
+
+    import semipd.controller.metrics  # noqa: F401  (registers the operator's metrics)
+    from semipd.agent.agentmetrics import AgentMetrics
+    from semipd.packaging import PENDING_OPERATOR_METRICS, SIM_SPLIT, dashboard, dashboard_queries, grafana_to_promql
+
+    queries = [grafana_to_promql(q) for q in dashboard_queries(dashboard())]
+    # Valid PromQL: promtool parses each as the expression of a recording rule.
+    rules = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:q{i}", "expr": q} for i, q in
+                                                            enumerate(queries)]}]}  # fmt: skip
+    (tmp_path / "dashboard.yaml").write_text(yaml.safe_dump(rules, sort_keys=False))
+    check = subprocess.run([promtool, "check", "rules", str(tmp_path / "dashboard.yaml")], capture_output=True,
+                           text=True, timeout=120)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    # Every selector names a series the operator, the agent, the simulated engine or an engine driver exports.
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
+    operator = {f.name + s for f in REGISTRY.collect() for s in suffixes.get(f.type, ("",))}
+    agent = {AgentMetrics("sim", "standby_swap").prefill_percent.name}
+    known = operator | agent | {SIM_SPLIT, "up"} | engine_series() | set(PENDING_OPERATOR_METRICS)
+    for q in queries:
+        named = set(re.findall(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)[{[]", q))
+        assert named, q
+        assert named <= known, f"{named - known} in {q}"
