@@ -101,3 +101,9 @@ def test_every_dashboard_query_is_promql_naming_only_exported_series(promtool: s
         named = set(re.findall(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)[{[]", q))
         assert named, q
         assert named <= known, f"{named - known} in {q}"
+
+
+def test_dashboard_shares_its_crosshair() -> None:
+    from semipd.packaging import dashboard
+
+    assert dashboard()["graphTooltip"] == 1

@@ -95,6 +95,7 @@ def dashboard() -> dict[str, Any]:
         "schemaVersion": 39,
         "version": 1,
         "editable": True,
+        "graphTooltip": 1,  # shared crosshair: one moment across every panel
         "refresh": "30s",
         "time": {"from": "now-1h", "to": "now"},
         "templating": {
