@@ -95,7 +95,10 @@ def test_every_dashboard_query_is_promql_naming_only_exported_series(promtool: s
     # Every selector names a series the operator, the agent, the simulated engine or an engine driver exports.
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
     operator = {f.name + s for f in REGISTRY.collect() for s in suffixes.get(f.type, ("",))}
-    agent = {AgentMetrics("sim", "standby_swap").prefill_percent.name}
+    agent_metrics = AgentMetrics("sim", "standby_swap")
+    rendered = agent_metrics.render()
+    agent = {m.group(1) for m in re.finditer(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", rendered, re.M)}
+    agent |= {agent_metrics.prefill_percent.name, agent_metrics.decode_percent.name}  # gauges render once set
     known = operator | agent | {SIM_SPLIT, "up"} | engine_series() | set(PENDING_OPERATOR_METRICS)
     for q in queries:
         named = set(re.findall(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)[{[]", q))
@@ -103,7 +106,10 @@ def test_every_dashboard_query_is_promql_naming_only_exported_series(promtool: s
         assert named <= known, f"{named - known} in {q}"
 
 
-def test_dashboard_shares_its_crosshair() -> None:
+def test_dashboard_shares_its_crosshair_and_shows_agent_switch_durations() -> None:
     from semipd.packaging import dashboard
 
-    assert dashboard()["graphTooltip"] == 1
+    board = dashboard()
+    assert board["graphTooltip"] == 1
+    (switch,) = [p for p in board["panels"] if "switch duration" in p["title"]]
+    assert all("semipd_agent_switch_duration_seconds_bucket" in t["expr"] for t in switch["targets"])

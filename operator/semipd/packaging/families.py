@@ -39,6 +39,7 @@ PENDING_OPERATOR_METRICS = {
     "semipd_slo_target_seconds": "gauge {namespace, pool, slo=ttft|itl}: the pool's spec.slo target in seconds",
 }
 AGENT_SPLIT = "semipd_agent_prefill_percent"
+AGENT_SWITCH_SECONDS = "semipd_agent_switch_duration_seconds"
 SIM_SPLIT = "semipd_sim:prefill_percent"
 
 
