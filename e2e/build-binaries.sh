@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the real control-plane binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kwok, prometheus) from the Go module proxy into a cache outside the repo.
+# kube-scheduler, kubectl, kwok, prometheus, promtool) from the Go module proxy into a cache outside the repo.
 # Only what is missing (or has the wrong version) is built; a warm run takes seconds.
 set -euo pipefail
 
@@ -106,6 +106,20 @@ build_prometheus() {
   log "done prometheus ($(du -h "$BIN/prometheus" | cut -f1))"
 }
 
+build_promtool() {
+  # promtool (rule unit tests: `promtool test rules`) from the same module and version as Prometheus.
+  local want="v$PROMETHEUS_VERSION" major minor patch
+  IFS=. read -r major minor patch <<<"$PROMETHEUS_VERSION"
+  local mod="v0.$((major * 100 + minor)).$patch"
+  stamp_ok promtool "$want" && { log "promtool $want: cached"; return; }
+  log "promtool $want ($mod): go install"
+  GOBIN="$BIN" go install -trimpath -tags netgo,remove_all_sd \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION -X github.com/prometheus/common/version.Branch=go-proxy" \
+    "github.com/prometheus/prometheus/cmd/promtool@$mod"
+  stamp promtool "$want"
+  log "done promtool ($(du -h "$BIN/promtool" | cut -f1))"
+}
+
 kwok_stages() {  # the Stage YAMLs kwok v0.8 needs (it has no built-in ones), out of the module cache
   local want="v$KWOK_VERSION" dest="$CACHE/kwok-stages/v$KWOK_VERSION"
   [ -f "$dest/pod/fast/pod-ready.yaml" ] && { log "kwok stages $want: cached"; return; }
@@ -123,9 +137,10 @@ for w in $what; do
     etcd) build_etcd ;;
     kwok) build_goinstall kwok "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"; kwok_stages ;;
     prometheus) build_prometheus ;;
+    promtool) build_promtool ;;
     helm) build_goinstall helm "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" ;;
     k8s) build_k8s ;;
-    all) build_etcd; build_goinstall kwok "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"; kwok_stages; build_prometheus; build_k8s ;;
+    all) build_etcd; build_goinstall kwok "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"; kwok_stages; build_prometheus; build_promtool; build_k8s ;;
     *) echo "unknown target $w" >&2; exit 2 ;;
   esac
 done

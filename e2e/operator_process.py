@@ -152,8 +152,8 @@ def running_operator(
             raise AssertionError(f"no default ServiceAccount in {namespace}")
         time.sleep(0.2)
     op = OperatorProcess(cluster, namespace, workdir, resync=resync, env=env)
-    op.start()
     try:
+        op.start()  # inside the try: an operator too slow to answer is stopped, not left running
         yield op
     finally:
         op.stop()

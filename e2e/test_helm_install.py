@@ -185,20 +185,6 @@ def installed(cluster: Any, helm: Helm, tmp_path_factory: pytest.TempPathFactory
     return vals
 
 
-def test_packaged_chart_installs_with_its_crd_and_passes_helm_test(cluster: Any, helm: Helm, installed: Path) -> None:
-    crd = kubectl_json(cluster, "get", "crd", CRD)
-    assert crd["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
-    notes = helm("get", "notes", RELEASE, "-n", OPS_NS).stdout
-    assert f"helm test {RELEASE} -n {OPS_NS}" in notes
-    # The hook pod runs `semipd chart-test` (the CRD is served, the operator answers on its pod IP).
-    # No --logs: the pod is deleted once it succeeds (hook-delete-policy), and kwok serves no logs.
-    proc = helm("test", RELEASE, "-n", OPS_NS, "--timeout", "180s", check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    phases = [line.split(":", 1)[1].strip() for line in proc.stdout.splitlines() if line.startswith("Phase:")]
-    assert phases, proc.stdout
-    assert set(phases) == {"Succeeded"}, proc.stdout
-
-
 def test_plain_manifests_pass_a_server_side_dry_run(cluster: Any) -> None:
     ensure_namespace(cluster, "semipd-system")
     built = cluster.kubectl("kustomize", str(ROOT / "manifests")).stdout
@@ -230,6 +216,23 @@ def test_operator_pod_runs_with_its_service_account(cluster: Any, installed: Pat
     assert live.status_code == 200, live.text
     assert "lastReconcileAgeSeconds" in live.text
     assert "Traceback" not in operator_log(cluster)
+
+
+def test_packaged_chart_installs_with_its_crd_and_passes_helm_test(cluster: Any, helm: Helm, installed: Path) -> None:
+    crd = kubectl_json(cluster, "get", "crd", CRD)
+    assert crd["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
+    notes = helm("get", "notes", RELEASE, "-n", OPS_NS).stdout
+    assert f"helm test {RELEASE} -n {OPS_NS}" in notes
+    # The operator may restart while a loaded machine imports it: test once it is Ready, as a user would.
+    wait_until(lambda: condition(operator_pod(cluster), "Ready").get("status") == "True", timeout=180,
+               what="the operator pod Ready")  # fmt: skip
+    # The hook pod runs `semipd chart-test` (the CRD is served, the operator answers on its pod IP).
+    # No --logs: the pod is deleted once it succeeds (hook-delete-policy), and kwok serves no logs.
+    proc = helm("test", RELEASE, "-n", OPS_NS, "--timeout", "180s", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    phases = [line.split(":", 1)[1].strip() for line in proc.stdout.splitlines() if line.startswith("Phase:")]
+    assert phases, proc.stdout
+    assert set(phases) == {"Succeeded"}, proc.stdout
 
 
 def test_full_pool_lifecycle_with_only_the_charts_rbac(cluster: Any, installed: Path) -> None:

@@ -138,3 +138,23 @@ def test_durations_read_like_the_crds() -> None:
             duration(bad)
     with pytest.raises(argparse.ArgumentTypeError, match="positive"):
         positive_duration("0")
+
+
+def test_validate_reports_unreadable_files_and_unserved_versions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["validate", str(tmp_path / "missing.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "missing.yaml" in err
+    (tmp_path / "bad.yaml").write_text("a: [unclosed\n")
+    assert cli.main(["validate", str(tmp_path / "bad.yaml")]) == 2
+    docs = tmp_path / "mixed.yaml"
+    docs.write_text(
+        "apiVersion: semipd.io/v1beta1\nkind: InferencePool\nmetadata: {name: x}\n---\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: y}\n"
+    )
+    assert cli.main(["validate", str(docs)]) == 1
+    err = capsys.readouterr().err
+    assert "semipd.io/v1beta1: not served" in err
+    assert "skipped ConfigMap (v1)" in err

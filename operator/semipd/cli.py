@@ -75,13 +75,25 @@ def _validate(args: argparse.Namespace) -> int:
 
     from semipd.api.durations import to_seconds
     from semipd.api.semantics import name_problems, parse_spec, semantic_problems
+    from semipd.cliargs import fail
     from semipd.engines.capabilities import capabilities_of
 
     scrape = to_seconds(args.scrape_interval)
     failed = 0
     for path in args.files:
-        for doc in yaml.safe_load_all(Path(path).read_text()):
-            if not doc or doc.get("kind") != "InferencePool" or doc.get("apiVersion") != "semipd.io/v1alpha1":
+        try:
+            docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            return fail("semipd validate", f"{path}: {str(err).splitlines()[0]}")
+        for doc in docs:
+            kind, version = (doc.get("kind"), doc.get("apiVersion")) if isinstance(doc, dict) else (None, None)
+            if kind != "InferencePool" or version != "semipd.io/v1alpha1":
+                # Say what is not checked: a semipd.io version this release does not serve is an error.
+                if str(version).startswith("semipd.io/"):
+                    print(f"{path}: {kind} {version}: not served (semipd.io/v1alpha1 is)", file=sys.stderr)
+                    failed += 1
+                else:
+                    print(f"{path}: skipped {kind or 'a document'} ({version or 'no apiVersion'})", file=sys.stderr)
                 continue
             name = (doc.get("metadata") or {}).get("name", "?")
             spec, problems = parse_spec(doc.get("spec") or {})
@@ -150,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument(
         "--scrape-interval",
         default="5s",
-        help="the operator's SEMIPD_SCRAPE_INTERVAL (spec.slo.window must be at least twice it; default 5s)",
+        help="the operator's SEMIPD_SCRAPE_INTERVAL (spec.slo.window must be at least twice it)",
     )
     val.set_defaults(fn=_validate)
     for name, (_, text) in DELEGATED.items():

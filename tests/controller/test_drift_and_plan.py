@@ -57,6 +57,11 @@ def test_quantities() -> None:
     assert quantity("500m") == quantity("0.5")
     assert quantity("1Gi") == quantity("1024Mi")
     assert quantity("lots") is None
+    # Everything Kubernetes accepts (kubernetes.utils.parse_quantity), exponents included.
+    assert quantity("1e3") == quantity("1k")
+    assert quantity("12E-3") == quantity("12m")
+    assert quantity(2) == quantity("2000m")
+    assert carries({"requests": {"cpu": "1e3m"}}, {"requests": {"cpu": "1"}})
 
 
 def test_plan_applies_only_missing_or_drifted_and_prunes_unwanted() -> None:

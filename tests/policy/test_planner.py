@@ -347,3 +347,24 @@ def test_a_persistent_breach_the_model_cannot_explain_adds_one_replica() -> None
     calm = [pod("h0", 3.0, (90, 100)), pod("h1", 3.0, (90, 100))]
     p = plan(s, observe(calm, t=t + 10), p.state, current, POOLS)
     assert "model" not in p.state.breach_since
+
+
+def test_external_mode_moves_splits_but_never_replicas() -> None:
+    """autoscaling.mode external: an HPA or KEDA owns replicas; splits still follow the SLO."""
+    breach = observe([pod("p0", 13.0, (50, 100))])
+    ext = plan(spec(autoscaling__mode="external"), breach, ControllerState(), {"h200": 3, "ascend": 0}, POOLS)
+    (change,) = ext.splits
+    assert change.prefill_percent > 50
+    assert ext.replicas == {"h200": 3, "ascend": 0}
+    assert not [d for d in ext.decisions if d.action not in ("SplitChange",)]
+    # Overload that the semipd mode answers with more replicas: external mode leaves them to the HPA.
+    hot = observe([pod("p0", 40.0, (90, 100))])
+    assert sum(plan(spec(), hot, ControllerState(), CURRENT, POOLS).replicas.values()) > 1
+    assert plan(spec(autoscaling__mode="external"), hot, ControllerState(), CURRENT, POOLS).replicas == CURRENT
+    # Unschedulable pods: no fallback into another pool either.
+    pods = [pod(f"a{i}", 3.0, (50, 100), pool="ascend") for i in range(2)] + [pod("h0", 3.0)]
+    pending = {"ascend": {"pending_unschedulable": 2, "unschedulable_since": 900.0}}
+    current = {"h200": 1, "ascend": 4}
+    fb = plan(spec(autoscaling__mode="external"), observe(pods, t=1000.0, **pending), ControllerState(), current, POOLS)
+    assert fb.replicas == current
+    assert not [d for d in fb.decisions if d.action == "PoolFallback"]

@@ -121,6 +121,7 @@ class AutoscalingMode(StrEnum):
 
     SEMIPD = "semipd"
     REPLICAS = "replicas"
+    EXTERNAL = "external"
     OFF = "off"
 
 
@@ -134,7 +135,9 @@ class AutoscalingSpec(ApiModel):
     )
 
     mode: AutoscalingMode = Field(default=AutoscalingMode.SEMIPD, strict=False)
-    """`semipd` (split first, then replicas), `replicas` (replicas only), or `off`."""
+    """`semipd` (split first, then replicas), `replicas` (replicas only), `external` (splits and placement
+    only: an HPA or KEDA owns each node pool Deployment's `spec.replicas`, which the operator neither
+    sets nor reverts), or `off`."""
 
     interval: Duration = "15s"
     """How often observations are taken and the plan is recomputed (1s to 1h)."""

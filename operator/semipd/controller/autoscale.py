@@ -19,8 +19,8 @@ from typing import Any
 
 from semipd.api.durations import format_seconds, to_seconds
 from semipd.api.semantics import parse_spec
+from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec, KVCachePlacementStatus
 from semipd.api.v1alpha1 import Decision as StatusDecision
-from semipd.api.v1alpha1 import InferencePoolSpec, KVCachePlacementStatus
 from semipd.context import PoolFacts, pool_facts
 from semipd.controller import metrics
 from semipd.controller.agents import ready_pod_ips
@@ -179,8 +179,8 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
     current = {
         p.get("name"): p.get("desiredReplicas", 0) for p in ((ev.body.get("status") or {}).get("nodePools") or [])
     }
-    if view.replicas:
-        current.update(view.replicas)
+    if view.replicas and ev.spec.autoscaling.mode != AutoscalingMode.EXTERNAL:
+        current.update(view.replicas)  # in external mode an HPA owns replicas: plan from what runs
     decided = decide(ev, obs, view, current, now)
     metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
     await _act(ctx, ev, obs, decided, view, now, logger)

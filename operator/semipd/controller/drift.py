@@ -6,40 +6,19 @@ must be present with our value. Resource quantities are compared by value (`1000
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from typing import Any
 
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "P": Decimal(10**15),
-    "E": Decimal(10**18),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([a-zA-Z]*)$")
+from kubernetes.utils import parse_quantity
 
 
 def quantity(value: object) -> Decimal | None:
-    """A Kubernetes quantity as a number, or None if it is not one."""
-    m = _QUANTITY.match(str(value))
-    if not m or m.group(2) not in _SUFFIX:
-        return None
+    """A Kubernetes quantity as a number (kubernetes.utils.parse_quantity), or None if it is not one."""
     try:
-        return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
-    except ArithmeticError:
+        parsed: Decimal = parse_quantity(value)  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, ArithmeticError):
         return None
+    return parsed
 
 
 def _is_zero(value: Any) -> bool:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from semipd.api.semantics import CapabilitiesOf, NodeInfo, SpecProblem, Taint
-from semipd.api.v1alpha1 import ConditionStatus, InferencePoolSpec, InferencePoolStatus
+from semipd.api.v1alpha1 import AutoscalingMode, ConditionStatus, InferencePoolSpec, InferencePoolStatus
 from semipd.controller import conditions as c
 from semipd.controller import metrics
 from semipd.controller.agents import AgentClient, ready_pod_ips
@@ -36,7 +36,13 @@ from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.desired.owner import Owner
 from semipd.desired.pool import desired_children
-from semipd.desired.workload import WorkloadSettings, desired_replicas, intent_digest
+from semipd.desired.workload import (
+    REPLICAS_HANDOVER_SUFFIX,
+    WorkloadSettings,
+    desired_replicas,
+    intent_digest,
+    replicas_handover,
+)
 from semipd.engines import DriverError, get_driver
 from semipd.observe.prometheus import PrometheusSource
 
@@ -135,7 +141,10 @@ def _build(
     view = ctx.autoscale.get((owner.namespace, owner.name))
     if view is not None and view.replicas is not None:
         decided.update(view.replicas)
-    replicas = {np.name: desired_replicas(np, decided.get(np.name), None) for np in spec.node_pools}
+    external = spec.autoscaling.mode == AutoscalingMode.EXTERNAL  # an HPA or KEDA owns replicas
+    replicas: dict[str, int | None] = {
+        np.name: None if external else desired_replicas(np, decided.get(np.name), None) for np in spec.node_pools
+    }
     token = pool_token(ctx.token_key, owner.namespace, owner.name, owner.uid)
     return desired_children(
         owner, spec, token=token, replicas=replicas, settings=ctx.settings, gie_installed=ctx.gie_installed,
@@ -153,6 +162,15 @@ def _what_changed(cached: dict[str, Any] | None, live: dict[str, Any], since: st
     ours = [m for m in meta.get("managedFields") or [] if m.get("manager") == manager and m.get("operation") == "Apply"]
     # After a restart the cache may still be empty: our managed-fields time says whether this apply changed anything.
     return "updated" if any(str(m.get("time", "")) >= since for m in ours) else None
+
+
+async def _hand_over_replicas(ctx: OperatorContext, namespace: str, name: str, spec: InferencePoolSpec) -> None:
+    """Keep each Deployment's replicas while our manager lets go of them (see replicas_handover)."""
+    for np in spec.node_pools:
+        live = ctx.cache.get(DEPLOYMENT, namespace, names.workload_name(name, np.name))
+        intent = replicas_handover(live, ctx.config.field_manager)
+        if intent is not None:
+            ctx.cache.put(DEPLOYMENT, await ctx.children.apply(intent, manager_suffix=REPLICAS_HANDOVER_SUFFIX))
 
 
 async def _converge(ctx: OperatorContext, body: dict[str, Any], owner: Owner, desired: list[dict[str, Any]]) -> None:
@@ -204,6 +222,8 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                     scrape_interval_s=ctx.config.scrape_interval,
                 )
             else:
+                if spec.autoscaling.mode == AutoscalingMode.EXTERNAL:
+                    await _hand_over_replicas(ctx, namespace, name, spec)
                 await _converge(ctx, body, owner, desired)
                 kv_cache = placement_in_force(ctx.autoscale.get((namespace, name)), body.get("status"))
                 await label_pods(ctx, namespace, name, kv_cache, logger)

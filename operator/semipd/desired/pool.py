@@ -17,7 +17,7 @@ def desired_children(
     spec: InferencePoolSpec,
     *,
     token: str,
-    replicas: Mapping[str, int],
+    replicas: Mapping[str, int | None],
     settings: WorkloadSettings,
     gie_installed: bool,
     httproute_installed: bool = False,

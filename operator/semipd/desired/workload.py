@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,11 +67,14 @@ def workload(
     ctx: EngineContext,
     driver: EngineDriver,
     *,
-    replicas: int,
+    replicas: int | None,
     token_digest: str,
     settings: WorkloadSettings,
 ) -> dict[str, Any]:
-    """The complete Deployment (server-side-apply intent) of one node pool."""
+    """The complete Deployment (server-side-apply intent) of one node pool.
+
+    `replicas=None` (autoscaling.mode external) leaves `spec.replicas` out of the intent, so the
+    operator neither sets nor reverts it: an HPA or KEDA owns it."""
     node_pool, engine = ctx.node_pool, ctx.engine
     parts = driver.parts(ctx)
     grace = settings.termination_grace_seconds
@@ -154,7 +158,7 @@ def workload(
         "kind": "Deployment",
         "metadata": owner.metadata(names.workload_name(owner.name, node_pool.name), names.pool_labels(owner.name)),
         "spec": {
-            "replicas": replicas,
+            **({} if replicas is None else {"replicas": replicas}),
             "selector": {"matchLabels": names.node_pool_selector(owner.name, node_pool)},
             # Surge, never unavailable: a rollout must not take the pool below its ready minimum.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
@@ -169,6 +173,37 @@ def desired_replicas(node_pool: NodePool, current: int | None, decided: int | No
     """Replicas to apply: the autoscaler's decision, else what runs now, clamped to the pool's bounds."""
     want = decided if decided is not None else (current if current is not None else node_pool.min_replicas)
     return max(node_pool.min_replicas, min(node_pool.max_replicas, want))
+
+
+REPLICAS_HANDOVER_SUFFIX = "-replicas-handover"
+"""Field-manager suffix that holds `spec.replicas` while an external autoscaler takes it over."""
+
+
+def _owns_replicas(entry: Mapping[str, Any]) -> bool:
+    return "f:replicas" in ((entry.get("fieldsV1") or {}).get("f:spec") or {})
+
+
+def replicas_handover(live: Mapping[str, Any] | None, manager: str) -> dict[str, Any] | None:
+    """The partial apply that keeps a Deployment's current `spec.replicas` when we stop owning it.
+
+    Server-side apply deletes a field its only manager stops applying, and a Deployment without
+    `spec.replicas` defaults to 1: switching a pool to autoscaling.mode external would drop every
+    node pool to one replica before the HPA acts. So, while our manager is the field's only owner,
+    a second manager (`manager` + REPLICAS_HANDOVER_SUFFIX) applies the value it has now; an HPA's
+    or `kubectl scale`'s first update then takes the field from both. None when nothing is needed.
+    """
+    if live is None or "replicas" not in (live.get("spec") or {}):
+        return None
+    meta = live.get("metadata") or {}
+    owners = {m.get("manager") for m in meta.get("managedFields") or [] if _owns_replicas(m)}
+    if owners != {manager}:
+        return None  # someone else (an HPA, kubectl scale, the handover manager) already holds it
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        "spec": {"replicas": int(live["spec"]["replicas"])},
+    }
 
 
 def intent_digest(obj: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from semipd.packaging.families import (
     AGENT_SPLIT,
+    AGENT_SWITCH_SECONDS,
     ANY_POOL,
     BY_NODE_POOL,
     NODE_POOL,
@@ -57,6 +58,11 @@ def dashboard() -> dict[str, Any]:
     )
     replicas = f"count by (namespace, {POOL}, {NODE_POOL}) (up{{{_ENGINE_SEL}}} == 1)"
     rate = any_family(lambda f: f.metrics.request_rate("1m", by=BY_NODE_POOL, selector=_ENGINE_SEL))
+    switch = f"sum by ({NODE_POOL}, le) (rate({AGENT_SWITCH_SECONDS}_bucket{{{_ENGINE_SEL}}}[$__rate_interval]))"
+    switch_duration = [
+        _target(f"histogram_quantile({q}, {switch})", f"p{round(q * 100)} {{{{{NODE_POOL}}}}}", ref)
+        for q, ref in ((0.5, "A"), (0.99, "B"))
+    ]
     panels = [
         _panel(1, "p99 time to first token vs SLO", "s", latency("ttft"), 0, 0),
         _panel(2, "p99 inter-token latency vs SLO", "s", latency("itl"), 12, 0),
@@ -73,6 +79,7 @@ def dashboard() -> dict[str, Any]:
         _panel(7, "Operator reconciles by result", "ops",
                [_target("sum by (result) (rate(semipd_reconcile_total[$__rate_interval]))", "{{result}}", "A")],
                0, 24),
+        _panel(8, "Agent split-switch duration (p50, p99)", "s", switch_duration, 12, 24),
     ]  # fmt: skip
 
     def variable(name: str, query: str) -> dict[str, Any]:
@@ -95,6 +102,7 @@ def dashboard() -> dict[str, Any]:
         "schemaVersion": 39,
         "version": 1,
         "editable": True,
+        "graphTooltip": 1,  # shared crosshair: one moment across every panel
         "refresh": "30s",
         "time": {"from": "now-1h", "to": "now"},
         "templating": {

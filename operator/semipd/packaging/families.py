@@ -18,6 +18,10 @@ def prom_label(kube_label: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", kube_label)
 
 
+# The project's home (Chart.yaml `home`, pyproject Homepage); alert runbooks link into its docs.
+PROJECT_HOME = "https://github.com/semipd/semipd-operator"
+RUNBOOK = f"{PROJECT_HOME}/blob/main/docs/operations.md"
+
 POOL = prom_label(names.POOL_LABEL)
 NODE_POOL = prom_label(names.NODE_POOL_LABEL)
 BY_POOL = ("namespace", POOL)
@@ -35,6 +39,7 @@ PENDING_OPERATOR_METRICS = {
     "semipd_slo_target_seconds": "gauge {namespace, pool, slo=ttft|itl}: the pool's spec.slo target in seconds",
 }
 AGENT_SPLIT = "semipd_agent_prefill_percent"
+AGENT_SWITCH_SECONDS = "semipd_agent_switch_duration_seconds"
 SIM_SPLIT = "semipd_sim:prefill_percent"
 
 

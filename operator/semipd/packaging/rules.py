@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from semipd.packaging.families import ANY_POOL, BY_NODE_POOL, BY_POOL, latency_p99, metric_families, with_pool_labels
+from semipd.packaging.families import (
+    ANY_POOL,
+    BY_NODE_POOL,
+    BY_POOL,
+    RUNBOOK,
+    latency_p99,
+    metric_families,
+    with_pool_labels,
+)
 
 LEVELS = {"pool": BY_POOL, "node_pool": BY_NODE_POOL}
 
@@ -127,11 +135,18 @@ def alert_rules() -> list[dict[str, Any]]:
     return alerts
 
 
+def with_runbooks(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each alert's `runbook_url`: its own section of docs/operations.md (heading = alert name)."""
+    return [
+        {**a, "annotations": {**a["annotations"], "runbook_url": f"{RUNBOOK}#{a['alert'].lower()}"}} for a in alerts
+    ]
+
+
 def rule_groups() -> dict[str, Any]:
     """The `spec` of the chart's PrometheusRule."""
     return {
         "groups": [
             {"name": "semipd.recording", "interval": "30s", "rules": recording_rules()},
-            {"name": "semipd.alerts", "rules": alert_rules()},
+            {"name": "semipd.alerts", "rules": with_runbooks(alert_rules())},
         ]
     }

@@ -140,7 +140,8 @@ def _awaiting_fix(run: _Run, pod: str) -> bool:
 
 
 def _split_allowed(spec: InferencePoolSpec, ctx: PoolContext) -> bool:
-    return spec.autoscaling.mode == AutoscalingMode.SEMIPD and spec.semi_pd.enabled and ctx.split_supported
+    moves_splits = spec.autoscaling.mode in (AutoscalingMode.SEMIPD, AutoscalingMode.EXTERNAL)
+    return moves_splits and spec.semi_pd.enabled and ctx.split_supported
 
 
 def _span(lo: int, hi: int, around: int | None, step: int) -> list[int]:
@@ -501,7 +502,9 @@ def plan(
         "scaled": dict(state.last_scale),
         "full": dict(state.full_since),
     }
-    if not unknown:
+    if spec.autoscaling.mode == AutoscalingMode.EXTERNAL:
+        pass  # an HPA or KEDA owns replicas: splits only (the replicas returned are the current ones)
+    elif not unknown:
         _plan_replicas(run, fits, scratch)
     else:
         # Scheduling facts do not come from Prometheus: pods stuck unschedulable still hand their
