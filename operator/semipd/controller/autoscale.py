@@ -47,7 +47,7 @@ def pool_contexts(spec: InferencePoolSpec) -> dict[str, PoolContext]:
         model = latency_model_for(spec, np)
         mode = driver.capabilities.switch_mode
         cost = model.restart_cost() if mode == SwitchMode.RESTART else model.switch_cost()
-        out[np.name] = PoolContext(model, driver.capabilities.supports_split, cost)
+        out[np.name] = PoolContext(model, driver.capabilities.supports_split, cost, mode == SwitchMode.RESTART)
     return out
 
 
