@@ -31,7 +31,7 @@ ITL_MARGIN = 0.10
 """Fraction of the ITL SLO a chosen split keeps free in prediction (model error, bucket rounding)."""
 RATE_MARGIN = 0.15
 """Splits are judged at this much more than the projected arrival rate (Poisson noise within a window)."""
-FEED_FORWARD_CAP = 2.0
+FEED_FORWARD_CAP = 1.5
 """The projected rate is at most this multiple of the observed one."""
 TTFT_FIX = 0.10
 """A pod missing TTFT switches when the best split cuts its predicted p99 TTFT by at least this."""
@@ -90,8 +90,15 @@ def growth(run: Run, pool: str) -> float:
     return min(FEED_FORWARD_CAP, 1.0 + slope * horizon / now)
 
 
+BURSTS = ((1.0, 0.5), (1.25, 0.3), (1.5, 0.2))
+"""(rate multiple, weight): arrivals within a window are bursty (Azure's conversation trace swings
++-50 % minute to minute), so a split's attainment is averaged over these rates (estimate)."""
+
+
 def _score(est: Estimator, split: tuple[int, int], rate: float, ttft_slo: float) -> tuple[float, float]:
-    return est.ttft_attainment(*split, rate, ttft_slo), est.ttft(*split, rate)
+    """(predicted TTFT attainment averaged over bursts, predicted p99 TTFT at `rate`)."""
+    att = sum(w * est.ttft_attainment(*split, rate * k, ttft_slo) for k, w in BURSTS)
+    return att, est.ttft(*split, rate)
 
 
 def _prefill_rank(split: tuple[int, int]) -> tuple[float, int, int]:
@@ -129,9 +136,10 @@ def _propose(run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, gr
         fallback.append((itl, c))
         if itl <= itl_cap:
             feasible.append(c)
-    cur_itl = pinned.itl(*current, sample.rate)
+    cur_itl = pinned.itl(*current, ahead)
     cur_att, cur_ttft = _score(pinned, current, ahead, run.ttft_slo)
-    itl_broken = itl_broken or cur_itl > run.itl_slo
+    # Only the measurement says the current split breaks ITL: the model is the constraint on where a
+    # pod may go, and a pessimistic fit must not pull decode up on its own.
     if feasible:
         # TTFT falls as the prefill share granted under contention grows, whatever the fitted a1 and
         # l100 are: the optimum is the feasible split with the most of it (then the most prefill and
@@ -150,7 +158,7 @@ def _propose(run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, gr
     gain = (att - cur_att) * ahead * hold
     cost = sample.rate * ctx.split_cost_s * SWITCH_EXPOSURE[ctx.restart]
     if itl_broken:
-        if not (new_itl < pinned.itl(*current, ahead) or new_itl <= itl_cap):
+        if not (new_itl < cur_itl or new_itl <= itl_cap):
             return None
         urgent, reason = True, "ITLOverSLO"
     elif ttft_missed and ttft <= (1.0 - TTFT_FIX) * cur_ttft:
