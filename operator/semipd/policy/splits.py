@@ -192,7 +192,9 @@ def _pod_capacity(run: Run, est: Estimator, pod: PodObservation) -> float:
     split = (int(pod.prefill_percent or 0), int(pod.decode_percent or 0))
     if split[0] <= 0 or split[1] <= 0:
         return 0.0
-    return est.capacity([split], run.ttft_slo, run.itl_slo, CAPACITY_MARGIN)
+    sample = sample_of(pod, run.window_s)
+    own = est.pinned(sample, itl=False) if sample is not None else est
+    return own.capacity([split], run.ttft_slo, run.itl_slo, CAPACITY_MARGIN)
 
 
 def _restart_gate(run: Run, pool: str, est: Estimator, proposals: list[_Proposal]) -> list[_Proposal]:
@@ -214,7 +216,9 @@ def _restart_gate(run: Run, pool: str, est: Estimator, proposals: list[_Proposal
         rest = sum(c for name, c in caps.items() if name != p.pod.pod)
         if rest >= demand * (1.0 + CAPACITY_MARGIN):
             return [p]
-        run.decide("SplitHeld", "RestartNeedsCapacity",
+    p = ranked[0]
+    rest = sum(c for name, c in caps.items() if name != p.pod.pod)
+    run.decide("SplitHeld", "RestartNeedsCapacity",
                    f"restarting {p.pod.pod} would leave {rest:.3g}/s of SLO capacity for {demand:.3g}/s of demand",
                    pool, p.pod.pod, capacityWithout=fmt(rest), demand=fmt(demand))  # fmt: skip
     return []
