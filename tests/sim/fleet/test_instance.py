@@ -169,7 +169,8 @@ def test_restart_mode_drains_before_it_restarts_and_loses_nothing() -> None:
     sim = run(fleet(pool(replicas=2, switch_mode=SwitchMode.RESTART)), reqs(*items), SwitchBusy(90, 60))
     first = sim.requests[0]
     switched = first.instance.name
-    assert not first.rejected and first.done
+    assert not first.rejected
+    assert first.done
     assert all(r.done and not r.rejected for r in sim.requests)
     (done,) = [a for a in sim.actions if a.action == "SplitDone"]
     assert done.value == "(90, 60)"
@@ -178,4 +179,5 @@ def test_restart_mode_drains_before_it_restarts_and_loses_nothing() -> None:
     assert done.time == pytest.approx(first.finish + cost, rel=1e-6)
     # Nothing arriving during the drain or the restart was admitted by gpu-0.
     late = [r for r in sim.requests[1:] if 1.0 < r.arrival < done.time]
-    assert late and all(r.instance.name != switched for r in late)
+    assert late
+    assert all(r.instance.name != switched for r in late)
