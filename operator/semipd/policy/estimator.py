@@ -176,20 +176,33 @@ class Estimator:
         return best, best_h
 
     def capacity(self, candidates: Sequence[tuple[int, int]], ttft_slo: float, itl_slo: float, margin: float) -> float:
-        """Highest per-replica arrival rate at which some candidate split keeps `margin` headroom."""
-
-        def ok(rate: float) -> bool:
-            return self.best_split(candidates, rate, ttft_slo, itl_slo)[1] >= margin
-
-        if not ok(0.0):
+        """Highest per-replica arrival rate at which some candidate split keeps `margin` headroom on both
+        SLOs. TTFT's limit is closed-form; ITL (increasing in the rate) is bisected only for candidates
+        whose TTFT limit beats the best found so far."""
+        ttft_cap, itl_cap = ttft_slo * (1.0 - margin), itl_slo * (1.0 - margin)
+        if ttft_cap <= 0 or itl_cap <= 0:
             return 0.0
-        lo, hi = 0.0, 1.0
-        while ok(hi) and hi < 1e6:
-            lo, hi = hi, hi * 2.0
-        for _ in range(20):
-            mid = (lo + hi) / 2.0
-            lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-        return lo
+        l100 = self.l100()
+        limits = []
+        for x, y in candidates:
+            share = contended_shares(x / 100.0, y / 100.0)[0]
+            limits.append(((share - self.a1() / ttft_cap) / l100, (x, y)))
+        limits.sort(key=lambda item: -item[0])
+        best = 0.0
+        for r_ttft, c in limits:
+            if r_ttft <= best:
+                break
+            if self.itl(*c, r_ttft) <= itl_cap:
+                best = r_ttft
+                continue
+            if self.itl(*c, best) > itl_cap:
+                continue
+            lo, hi = best, r_ttft
+            for _ in range(16):
+                mid = (lo + hi) / 2.0
+                lo, hi = (mid, hi) if self.itl(*c, mid) <= itl_cap else (lo, mid)
+            best = lo
+        return max(0.0, best)
 
 
 def refit(model: LatencyModel, fit: Fit) -> Fit:
