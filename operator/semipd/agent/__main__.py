@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=5.0,
         help="restart mode: s with readiness off before the engine is relaunched",
     )
+    p.add_argument(
+        "--restart-drain-timeout",
+        type=float,
+        default=300.0,
+        help="restart mode: longest s to wait for in-flight requests to finish before the relaunch",
+    )
     p.add_argument("--restart-timeout", type=float, default=900.0, help="restart mode: s for the relaunch")
     p.add_argument("--poll-interval", type=float, default=0.02, help="s between control-socket polls")
     p.add_argument(
@@ -124,6 +130,7 @@ def settings_from_args(ns: argparse.Namespace, engine_argv: list[str]) -> tuple[
         drain_delay=ns.drain_delay,
         stop_timeout=ns.stop_timeout,
         restart_drain_seconds=ns.restart_drain_seconds,
+        restart_drain_timeout=ns.restart_drain_timeout,
         restart_timeout=ns.restart_timeout,
         poll_interval=ns.poll_interval,
         mps=ns.mps,

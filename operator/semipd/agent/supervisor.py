@@ -4,8 +4,9 @@ standby_swap: start a standby prefill worker with the new share, wait until the 
 it attached and ready, activate it (the owner switches at a batch boundary), wait for the old worker
 to finish its in-flight batch, stop it. Any failure before activation leaves the old worker active
 (rollback). A crashed active worker is replaced with the same share; if the decode owner dies the
-agent exits with its status. restart: relaunch the engine with the new split's env, rolling back to
-the old split if the new launch does not become healthy.
+agent exits with its status. restart: readiness off, wait until the engine holds no request (drain),
+relaunch the engine with the new split's env, rolling back to the old split if the new launch does
+not become healthy.
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ import os
 import signal
 import time
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from semipd.agent import drivers, httpwire
+from semipd.agent import drivers, engineprobe, httpwire
 from semipd.agent.agentmetrics import AgentMetrics
 from semipd.agent.control import ControlClient, ControlError
-from semipd.agent.drivers import Driver, HealthEndpoint
 from semipd.agent.mps import MpsDaemon, plan_mps
 from semipd.agent.procs import ChildProcess, exit_status
 from semipd.agent.runpaths import control_socket, pids_file
-from semipd.agent.split import Split, SplitBounds
+from semipd.agent.split import Split
+from semipd.agent.supervision import Settings, SupervisionError, SwitchFailed, SwitchRecord, SwitchRejected, Worker
+
+__all__ = ["Settings", "SupervisionError", "Supervisor", "SwitchFailed", "SwitchRecord", "SwitchRejected", "Worker"]
 
 log = logging.getLogger("semipd.agent")
 
@@ -41,68 +43,6 @@ STOPPED = "stopped"
 
 FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 CRASH_STREAK_WINDOW = 30.0  # s: a worker crash within this long of the previous one backs off further
-
-
-class SupervisionError(RuntimeError):
-    """A process did not come up, died, or the control API refused a step."""
-
-
-class SwitchFailed(SupervisionError):
-    """A split change failed; the previous split is still in force unless the message says otherwise."""
-
-
-class SwitchRejected(Exception):
-    """A split change refused before starting (busy, unsupported, not ready)."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Settings:
-    driver: Driver
-    engine_argv: tuple[str, ...]
-    run_dir: str
-    initial: Split
-    bounds: SplitBounds
-    startup_timeout: float = 900.0
-    switch_timeout: float = 120.0
-    worker_drain_timeout: float = 60.0
-    drain_timeout: float = 25.0
-    drain_delay: float = 0.0
-    stop_timeout: float = 5.0
-    restart_drain_seconds: float = 5.0
-    restart_timeout: float = 900.0
-    poll_interval: float = 0.02
-    restart_backoff_max: float = 10.0
-    mps: str = "auto"
-    health: HealthEndpoint | None = None
-
-
-@dataclass
-class Worker:
-    id: int
-    percent: int
-    child: ChildProcess
-
-
-@dataclass(frozen=True)
-class SwitchRecord:
-    previous: Split
-    target: Split
-    duration: float
-    finished_at: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "from": self.previous.to_json(),
-            "to": self.target.to_json(),
-            "durationSeconds": round(self.duration, 6),
-            "finishedAt": self.finished_at,
-        }
 
 
 class Supervisor:
@@ -271,25 +211,7 @@ class Supervisor:
         raise SupervisionError(f"decode owner control socket not up within {timeout}s: {last}")
 
     async def _await_engine_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        health = self.s.health
-        last = "no health endpoint"
-        while True:
-            self._check_owner()
-            if health is None:
-                return
-            try:
-                resp = await httpwire.request_tcp(health.host, health.port, "GET", health.path, timeout=2.0)
-                if resp.status == 200:
-                    return
-                last = f"status {resp.status}"
-            except (OSError, httpwire.HttpError, *httpwire.TIMEOUT_ERRORS) as e:
-                last = repr(e)
-            if time.monotonic() > deadline:
-                raise SupervisionError(
-                    f"engine health http://{health.host}:{health.port}{health.path} not OK within {timeout}s: {last}"
-                )
-            await asyncio.sleep(self.s.poll_interval * 10)
+        await engineprobe.await_healthy(self.s.health, self._check_owner, timeout, self.s.poll_interval * 10)
 
     async def _start_worker(self, percent: int, timeout: float) -> Worker:
         wid = self._next_worker_id
@@ -482,7 +404,12 @@ class Supervisor:
     async def _switch_restart(self, target: Split) -> None:
         self.state = RESTARTING
         self.metrics.engine_up.set(0)
+        # Readiness is off: routers stop sending (lame duck), then what the engine holds finishes
+        # before it is stopped, so a split change loses no request.
         await asyncio.sleep(self.s.restart_drain_seconds)
+        left = await engineprobe.await_idle(self.s.health, self.s.restart_drain_timeout, self.s.poll_interval * 10)
+        if left:
+            log.warning("restart drain timed out with %d request(s) in flight; restarting anyway", left)
         if self.owner is not None:
             await self.owner.stop(self.s.drain_timeout)
         try:

@@ -67,7 +67,11 @@ class Fit:
     a1: float | None = None
     """Fitted TTFT amplitude (seconds x share); None until observed."""
     itl_scale: float = 1.0
-    """Observed / modelled ITL (EWMA)."""
+    """Observed / modelled ITL (median of recent windows): the scale where no share was observed."""
+    itl_by_share: tuple[tuple[float, float], ...] = ()
+    """(contended decode share, observed / modelled ITL) per share observed, ascending: the roofline's
+    error grows as decode's share shrinks, so one scale fitted at a large share would promise too much
+    at a small one. Interpolated between shares, flat beyond them."""
     samples: tuple[Sample, ...] = ()
 
     def observe(self, sample: Sample, prompt_tokens: float | None, output_tokens: float | None) -> Fit:
@@ -137,7 +141,19 @@ class Estimator:
         else:
             share, under_prefill = alone, False
         b = batch if batch is not None else self.batch(share, rate)
-        return self.fit.itl_scale * self._step(max(1.0, b), share, under_prefill)
+        return self.itl_scale(contended) * self._step(max(1.0, b), share, under_prefill)
+
+    def itl_scale(self, contended: float) -> float:
+        """Observed / modelled ITL at a contended decode share (see Fit.itl_by_share)."""
+        pts = self.fit.itl_by_share
+        if not pts:
+            return self.fit.itl_scale
+        if contended <= pts[0][0]:
+            return pts[0][1]
+        for (y0, r0), (y1, r1) in zip(pts, pts[1:], strict=False):
+            if contended <= y1:
+                return r0 + (r1 - r0) * (contended - y0) / (y1 - y0)
+        return pts[-1][1]
 
     def ttft_attainment(self, prefill_pct: int, decode_pct: int, rate: float, ttft_slo: float) -> float:
         """Predicted fraction of requests whose TTFT meets `ttft_slo`: an exponential tail through the
@@ -153,9 +169,12 @@ class Estimator:
         if room > 0:
             fit = replace(fit, a1=sample.ttft * room)
         if itl and sample.itl is not None and sample.batch is not None and sample.split is not None:
-            modelled = Estimator(self.model, replace(fit, itl_scale=1.0)).itl(*sample.split, sample.rate, sample.batch)
+            modelled = _raw(self.model, fit).itl(*sample.split, sample.rate, sample.batch)
             if modelled > 0:
-                fit = replace(fit, itl_scale=sample.itl / modelled)
+                share = round(sample.decode_share, 3)
+                pts = {y: r for y, r in fit.itl_by_share if y != share}
+                pts[share] = sample.itl / modelled
+                fit = replace(fit, itl_scale=sample.itl / modelled, itl_by_share=tuple(sorted(pts.items())))
         return Estimator(self.model, fit)
 
     def headroom(self, prefill_pct: int, decode_pct: int, rate: float, ttft_slo: float, itl_slo: float) -> float:
@@ -235,13 +254,28 @@ def refit(model: LatencyModel, fit: Fit) -> Fit:
     if best is not None:
         out = replace(out, l100_scale=best[1], a1=best[2])
     itl_ratios = []
-    est = Estimator(model, replace(out, itl_scale=1.0))
-    for s in samples[-6:]:
+    by_share: dict[float, list[float]] = {}
+    est = _raw(model, out)
+    for i, s in enumerate(samples):
         if s.itl is not None and s.itl > 0 and s.batch is not None:
             modelled = est.itl(*s.split, s.rate, s.batch) if s.split else est._step(max(1.0, s.batch), s.decode_share)
             if modelled > 0:
-                itl_ratios.append(s.itl / modelled)
+                by_share.setdefault(round(s.decode_share, 3), []).append(s.itl / modelled)
+                if i >= len(samples) - 6:
+                    itl_ratios.append(s.itl / modelled)
     if itl_ratios:
         itl_ratios.sort()
         out = replace(out, itl_scale=itl_ratios[len(itl_ratios) // 2])
+    if by_share:
+        out = replace(out, itl_by_share=tuple(sorted((y, _median(r)) for y, r in by_share.items())))
     return out
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return v[len(v) // 2]
+
+
+def _raw(model: LatencyModel, fit: Fit) -> Estimator:
+    """The estimator without any ITL calibration (what the ratios are taken against)."""
+    return Estimator(model, replace(fit, itl_scale=1.0, itl_by_share=()))
