@@ -2,7 +2,8 @@
 
 Prefill time is FLOPs over the prefill worker's compute share; a decode step is bytes moved (weights,
 for MoE only the experts the batch touches, plus the batch's KV cache) over bandwidth, which degrades
-with the decode worker's share as Semi-PD measured. Constants live in semipd.perf.profiles; sources
+with the decode worker's share as Semi-PD measured. While both workers run, `prefill_batch_time` and
+`decode_batch_time` apply the contention model (semipd.perf.contention). Constants live in semipd.perf.profiles; sources
 and estimates are in docs/latency-model.md. Pure and allocation-free per call: the fleet simulator
 calls it millions of times.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from semipd.perf.contention import TAKE_TURNS, ContentionModel, contended_shares
 from semipd.perf.profiles import GB, HARDWARE, MODELS, HardwareProfile, ModelProfile
 
 __all__ = [
@@ -45,6 +47,7 @@ class LatencyModel:
         "_attn_flops_per_pair",
         "_bandwidth",
         "_compute",
+        "_corun_cache",
         "_decode_t0",
         "_dense_weight_bytes",
         "_expert_bytes",
@@ -57,6 +60,7 @@ class LatencyModel:
         "_prefill_t0",
         "_share_cache",
         "_share_units",
+        "contention",
         "hardware",
         "max_batch_tokens",
         "mem_fraction",
@@ -64,7 +68,14 @@ class LatencyModel:
         "tp",
     )
 
-    def __init__(self, hardware: HardwareProfile, model: ModelProfile, tp: int = 1, mem_fraction: float = 0.9) -> None:
+    def __init__(
+        self,
+        hardware: HardwareProfile,
+        model: ModelProfile,
+        tp: int = 1,
+        mem_fraction: float = 0.9,
+        contention: ContentionModel = TAKE_TURNS,
+    ) -> None:
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp}")
         if not 0.0 < mem_fraction <= 1.0:
@@ -73,6 +84,7 @@ class LatencyModel:
         self.model = model
         self.tp = tp
         self.mem_fraction = mem_fraction
+        self.contention = contention
         self.max_batch_tokens = _chunked_prefill_size(hardware)
 
         hw, m = hardware, model
@@ -89,6 +101,7 @@ class LatencyModel:
         self._granule = hw.partition_granularity / hw.compute_units
         self._share_units = hw.compute_units / hw.partition_granularity
         self._share_cache: dict[float, tuple[float, float]] = {}
+        self._corun_cache: dict[tuple[float, float | None], tuple[float, float]] = {}
         if tp > 1:
             # Two all-reduces per layer (after attention and after the MLP), ring algorithm.
             self._allreduce_latency = 2 * m.layers * hw.allreduce_latency_s
@@ -109,7 +122,14 @@ class LatencyModel:
         self._kv_capacity = int(free // self._kv_bytes)
 
     @classmethod
-    def from_names(cls, hardware: str, model: str, tp: int = 1, mem_fraction: float = 0.9) -> LatencyModel:
+    def from_names(
+        cls,
+        hardware: str,
+        model: str,
+        tp: int = 1,
+        mem_fraction: float = 0.9,
+        contention: ContentionModel = TAKE_TURNS,
+    ) -> LatencyModel:
         try:
             hw = HARDWARE[hardware]
         except KeyError:
@@ -118,7 +138,19 @@ class LatencyModel:
             mp = MODELS[model]
         except KeyError:
             raise KeyError(f"unknown model {model!r}; known: {sorted(MODELS)}") from None
-        return cls(hw, mp, tp, mem_fraction)
+        return cls(hw, mp, tp, mem_fraction, contention)
+
+    def with_changes(
+        self, hardware: HardwareProfile | None = None, contention: ContentionModel | None = None
+    ) -> LatencyModel:
+        """The same model and TP on changed hardware constants and/or contention parameters."""
+        return LatencyModel(
+            hardware or self.hardware,
+            self.model,
+            self.tp,
+            self.mem_fraction,
+            self.contention if contention is None else contention,
+        )
 
     # --- memory -----------------------------------------------------------------------------------
 
@@ -232,6 +264,61 @@ class LatencyModel:
             (memory if memory > compute else compute) + comm + self._decode_t0 + hw.per_sequence_overhead_s * batch_size
         )
 
+    # --- contention -------------------------------------------------------------------------------
+
+    def _corun_speeds(self, share: float, other: float | None) -> tuple[float, float]:
+        """(speed of the phase at `share`, of the other) under the share-curve model, memoized.
+
+        Shares are normalised when their caps overlap, then rounded to partition steps."""
+        key = (share, other)
+        cached = self._corun_cache.get(key)
+        if cached is None:
+            c = self.contention
+            if other is None:
+                mine = c.speeds(self.effective_share(share), None)[0]
+                cached = (mine, 0.0)
+            else:
+                a, b = contended_shares(share, other)
+                ea, eb = self.effective_share(a), self.effective_share(b)
+                cached = c.speeds(ea, eb)
+            if len(self._corun_cache) >= _SHARE_CACHE_SIZE:
+                self._corun_cache.clear()
+            self._corun_cache[key] = cached
+        return cached
+
+    def prefill_batch_time(
+        self,
+        prompt_lens: Sequence[int],
+        prefill_share: float,
+        decode_share: float | None = None,
+        prefix_lens: Sequence[int] | None = None,
+    ) -> float:
+        """`prefill_time` of the worker capped at `prefill_share` while a decode batch capped at
+        `decode_share` runs beside it (None: prefill runs alone)."""
+        c = self.contention
+        if c.take_turns:
+            share = contended_shares(prefill_share, decode_share)[0] if decode_share is not None else prefill_share
+            return self.prefill_time(prompt_lens, share, prefix_lens)
+        speed = self._corun_speeds(prefill_share, decode_share)[0]
+        return self.prefill_time(prompt_lens, 1.0, prefix_lens) / speed
+
+    def decode_batch_time(
+        self, batch_size: int, kv_tokens: int, decode_share: float, prefill_share: float | None = None
+    ) -> float:
+        """`decode_step_time` of the worker capped at `decode_share` while a prefill batch capped at
+        `prefill_share` runs beside it (None: decode runs alone)."""
+        c = self.contention
+        if c.take_turns:
+            if prefill_share is None:
+                return self.decode_step_time(batch_size, kv_tokens, decode_share)
+            share = contended_shares(prefill_share, decode_share)[1]
+            return self.decode_step_time(batch_size, kv_tokens, share, prefill_running=True)
+        if prefill_share is None:
+            speed = self._corun_speeds(decode_share, None)[0]
+        else:
+            speed = self._corun_speeds(prefill_share, decode_share)[1]
+        return self.decode_step_time(batch_size, kv_tokens, 1.0) / speed
+
     # --- lifecycle costs --------------------------------------------------------------------------
 
     def switch_cost(self) -> float:
@@ -249,4 +336,4 @@ class LatencyModel:
         return hw.worker_start_s + self.weights_bytes() / (hw.weight_load_gbs * GB) + hw.graph_capture_s
 
     def __repr__(self) -> str:
-        return f"LatencyModel({self.hardware.name!r}, {self.model.name!r}, tp={self.tp})"
+        return f"LatencyModel({self.hardware.name!r}, {self.model.name!r}, tp={self.tp}, {self.contention.label()})"

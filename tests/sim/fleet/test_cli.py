@@ -33,3 +33,18 @@ def test_bad_manifest_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[
     bad.write_text("kind: ConfigMap\n")
     assert main(["--pool", str(bad), "--trace", "azure-conv"]) == 2
     assert "no InferencePool" in capsys.readouterr().err
+
+
+def test_what_if_flags_change_the_world_and_bad_values_are_clear(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--pool", str(EXAMPLE), "--trace", "azure-conv", "--rate-scale", "2", "--duration", "120"]
+    assert main([*base, "--contention", "take-turns", "--truth-perturb", "1.3,0.7"]) == 0
+    assert "simulated world: prefill x1.3, decode x0.7; take-turns" in capsys.readouterr().out
+    assert main([*base, "--truth-perturb", "1.3"]) == 2
+    assert "--truth-perturb wants two time scales" in capsys.readouterr().err
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps({"schema": "semipd.io/contention/v1", "prefill_k": 0.5, "decode_k": 0.2,
+                               "interference": 2.0}))  # fmt: skip
+    assert main([*base, "--contention-file", str(bad)]) == 2
+    assert "interference must be a number in [0.0, 1.0]" in capsys.readouterr().err

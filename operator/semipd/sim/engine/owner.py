@@ -28,7 +28,7 @@ from aiohttp import web
 from semipd.agent.control import EngineState, WorkerInfo
 from semipd.agent.drivers import MPS_PERCENT_ENV
 from semipd.agent.runpaths import control_socket, ipc_socket
-from semipd.perf import LatencyModel, contended_shares
+from semipd.perf import LatencyModel
 from semipd.perf.moe import layer_hit_probabilities
 from semipd.sim.engine import ipc
 from semipd.sim.engine.batching import KvPool, take_prefill_batch
@@ -269,11 +269,11 @@ class DecodeOwner:
                 self.joining.clear()
             batch = len(self.running)
             kv_tokens = sum(r.kv_used for r in self.running)
-            share = self.decode_percent / 100.0
+            prefill: float | None = None
             if self.batches:
-                prefill = max(self.workers[wid].percent for wid, _ in self.batches.values() if wid in self.workers)
-                share = contended_shares(prefill / 100.0, share)[1]
-            step = self.model.decode_step_time(batch, kv_tokens, share, prefill_running=bool(self.batches))
+                percent = max(self.workers[wid].percent for wid, _ in self.batches.values() if wid in self.workers)
+                prefill = percent / 100.0
+            step = self.model.decode_batch_time(batch, kv_tokens, self.decode_percent / 100.0, prefill)
             now = loop.time()
             next_step = max(next_step, now) + step / self.cfg.speedup
             await asyncio.sleep(next_step - now)

@@ -15,7 +15,7 @@ import signal
 import time
 
 from semipd.agent.runpaths import ipc_socket
-from semipd.perf import LatencyModel, contended_shares
+from semipd.perf import LatencyModel
 from semipd.sim.engine import ipc
 from semipd.sim.engine.config import EngineConfig
 from semipd.sim.engine.faults import CRASH_STATUS, active_faults
@@ -70,8 +70,8 @@ async def _work(cfg: EngineConfig, model: LatencyModel, faults: frozenset[str]) 
             log.error("fault prefill-crash-on-batch: exiting")
             os._exit(CRASH_STATUS)
         decode = int(msg.get("decode_percent", 0)) / 100.0
-        effective = contended_shares(share, decode)[0] if decode > 0 else share
-        await asyncio.sleep(model.prefill_time(msg["prompt_lens"], effective) / cfg.speedup)
+        seconds = model.prefill_batch_time(msg["prompt_lens"], share, decode if decode > 0 else None)
+        await asyncio.sleep(seconds / cfg.speedup)
         await ipc.send(writer, {"type": "prefill_done", "batch": msg["batch"]})
 
 

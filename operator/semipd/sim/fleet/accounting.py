@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 from semipd.sim.fleet.metrics import histogram_quantile, sum_counts
 from semipd.sim.fleet.requests import SimRequest
-from semipd.sim.fleet.results import ActionRecord, RunResult, Sample, fine_quantile, outcome_stats, percentile
+from semipd.sim.fleet.results import (
+    FINE_ITL_BOUNDS,
+    ActionRecord,
+    RunResult,
+    Sample,
+    fine_quantile,
+    outcome_stats,
+    percentile,
+)
+from semipd.sim.fleet.scoring import slo_score
 
 if TYPE_CHECKING:
     from semipd.sim.fleet.fleet import Simulator
@@ -63,6 +72,8 @@ def build_result(sim: Simulator, name: str, end: float, last_arrival: float, wal
     """The run's RunResult: outcome statistics, accelerator-hours and cost per pool, the action log."""
     slo_t, slo_i = sim.setup.ttft_slo_s, sim.setup.itl_slo_s
     stats = outcome_stats(sim.requests, slo_t, slo_i)
+    windows = sim.itl_windows
+    score = slo_score(sim.requests, slo_t, slo_i, windows.p99s(FINE_ITL_BOUNDS), windows.window_s)
     hours = 0.0
     cost = 0.0
     pools: dict[str, Any] = {}
@@ -117,4 +128,7 @@ def build_result(sim: Simulator, name: str, end: float, last_arrival: float, wal
         timeline=sim.timeline,
         pools=pools,
         kv_placement=sim.kv_log,
+        slo_attainment=score.slo_attainment,
+        itl_windows_met=score.itl_windows_met,
+        lost=score.lost,
     )

@@ -17,12 +17,14 @@ import yaml
 from semipd.api.durations import format_seconds
 from semipd.api.semantics import parse_spec
 from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec
+from semipd.perf import ContentionModel, load_contention
 from semipd.sim.fleet.controller import Controller, StaticController
 from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.policy import PolicyController
 from semipd.sim.fleet.results import RunResult
 from semipd.sim.fleet.router import RouterConfig, RouterKind
 from semipd.sim.fleet.setup import fleet_from_spec
+from semipd.sim.fleet.truth import Truth, with_truth
 from semipd.traces import TraceFormatError, mean_rate, prepare
 
 
@@ -42,6 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--controller", choices=("policy", "off"), default="policy",
                    help="policy: the shipped planner at spec.autoscaling (default); off: nothing changes")  # fmt: skip
     p.add_argument("--router", choices=("auto", "least-outstanding", "prefix-aware"), default="auto")
+    world = p.add_mutually_exclusive_group()
+    world.add_argument("--contention", default="0.6,0.2,0.2", metavar="K_P,K_D,EPS",
+                       help="the simulated world's contention: share-curve k_p,k_d,interference (default: "
+                            "the sourced 0.6,0.2,0.2) or take-turns (legacy); the prior is unchanged")  # fmt: skip
+    world.add_argument("--contention-file", default=None,
+                       help="the world's contention from the GPU harness's JSON (semipd.io/contention/v1)")  # fmt: skip
+    p.add_argument("--truth-perturb", default="1,1", metavar="PREFILL,DECODE",
+                   help="the world's prefill and decode time scales vs the policy's prior, e.g. 1.3,0.7")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--decisions", type=int, default=20, help="decisions to print (0: none, -1: all)")
     p.add_argument("--plot", default=None, help="PNG: latency percentiles, splits and replicas over time")
@@ -75,10 +85,11 @@ def _fmt(v: float) -> str:
 
 def report(result: RunResult, decisions: int) -> str:
     lines = []
-    rej = ", ".join(f"{k} {v}" for k, v in sorted(result.rejected.items())) or "none"
+    lost = ", ".join(f"{k} {v}" for k, v in sorted(result.lost.items())) or "none"
     lines.append(
-        f"attainment {result.attainment:.2%} (TTFT {result.ttft_attainment:.2%}, TPOT {result.tpot_attainment:.2%})"
-        f" of {result.arrivals} requests; not served: {rej}"
+        f"SLO attainment {result.slo_attainment:.2%} (TTFT + window p99 ITL; {result.itl_windows_met:.0%} of "
+        f"windows met the ITL); paper's attainment {result.attainment:.2%} (TTFT {result.ttft_attainment:.2%}, "
+        f"mean TPOT {result.tpot_attainment:.2%}) of {result.arrivals} requests; lost: {lost}"
     )
     lines.append(
         f"TTFT p50 {_fmt(result.ttft_p50)} p99 {_fmt(result.ttft_p99)} (SLO {_fmt(result.ttft_slo_s)}); "
@@ -110,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         name, spec = load_spec(args.pool)
         replicas = _pairs(args.replicas, "--replicas")
         capacity = _pairs(args.capacity, "--capacity")
+        if args.contention_file:
+            world = load_contention(args.contention_file)
+        else:
+            world = ContentionModel.parse(args.contention)
+        truth = Truth.parse_perturb(args.truth_perturb, world)
         trace = prepare(
             args.trace,
             context_length=spec.model.max_context_length,
@@ -132,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     }[args.router]
     setup = fleet_from_spec(spec, replicas=replicas, capacity=capacity, startup_s=args.startup_s,
                             seed=args.seed, prefix_cache=prefix, router=RouterConfig(kind=router_kind))  # fmt: skip
+    setup = with_truth(setup, truth)
     controller: Controller
     if args.controller == "off" or spec.autoscaling.mode == AutoscalingMode.OFF:
         controller = StaticController("off")
@@ -143,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in setup.pools
     )
     print(f"InferencePool {name}: {pools}")
+    print(f"simulated world: {truth.label()} (the policy plans with its prior)")
     print(f"trace {args.trace}: {len(trace)} requests over {trace[-1].arrival_s:.0f}s "
           f"({mean_rate(trace):.2f} req/s), router {router_kind.value}, controller {controller.name}")  # fmt: skip
     result = simulate(setup, trace, controller, name=name)

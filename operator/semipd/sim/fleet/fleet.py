@@ -41,6 +41,7 @@ from semipd.sim.fleet.results import (
     Sample,
 )
 from semipd.sim.fleet.router import KVSteering, Router
+from semipd.sim.fleet.scoring import ItlWindows
 from semipd.sim.fleet.semipd_instance import SemiPDInstance
 from semipd.sim.fleet.setup import FleetSetup
 from semipd.traces import TraceRequest
@@ -68,6 +69,7 @@ class Simulator:
         self.router = Router(setup.router, setup.seed)
         self._series: dict[str, ScrapeSeries] = {}
         self.fine_itl = Histogram(FINE_ITL_BOUNDS)
+        self.itl_windows = ItlWindows(self.fine_itl.counts)
         self.requests: list[SimRequest] = []
         self._arrival_times: list[float] = []
         self._finish_log: list[SimRequest] = []
@@ -328,6 +330,10 @@ class Simulator:
                     self._series[inst.name].scrape(now, inst.counters.snapshot(), inst.gauges())
         self.at(now + self.setup.scrape_s, self._scrape, None)
 
+    def _itl_window(self, _: None, now: float) -> None:
+        self.itl_windows.snapshot()
+        self.at(now + self.itl_windows.window_s, self._itl_window, None)
+
     def _tick(self, _: None, now: float) -> None:
         assert self.controller is not None
         for action in self.controller.control(self):
@@ -380,6 +386,7 @@ class Simulator:
             for _ in range(pool.setup.replicas):
                 self._create(pool, 0.0, warm=True)
         self.at(0.0, self._scrape, None)
+        self.at(0.0, self._itl_window, None)
         self.at(self.setup.sample_s + 2 * _TICK_OFFSET, self._sample, None)
         if self.controller is not None:
             self.at(self.controller.interval_s + _TICK_OFFSET, self._tick, None)
@@ -421,6 +428,7 @@ class Simulator:
             if i >= n and self.remaining <= 0:
                 break
         self._now = now
+        self.itl_windows.snapshot()
         for r in reqs:
             if not r.done and not r.rejected:
                 r.rejected = "unfinished"

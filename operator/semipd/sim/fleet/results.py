@@ -133,6 +133,13 @@ class RunResult:
     """Per pool: accelerator-hours, peak replicas, replica-hours."""
     kv_placement: list[KVPlacementRecord] = field(default_factory=list)
     """Changes of the long-context pools (the first plan included)."""
+    slo_attainment: float = math.nan
+    """The product's SLO (scoring.py): TTFT within its SLO and every window the request decoded in
+    had a token-level p99 ITL within the ITL SLO. `attainment` is the paper's (mean TPOT per request)."""
+    itl_windows_met: float = math.nan
+    """Share of scoring windows whose token-level p99 ITL met the ITL SLO."""
+    lost: Mapping[str, int] = field(default_factory=dict)
+    """Requests not served, by cause: restart, no ready replica, KV wait, rejected, unfinished."""
 
     @property
     def kv_rejections(self) -> int:
@@ -140,12 +147,14 @@ class RunResult:
 
     def summary(self) -> dict[str, Any]:
         keys = (
-            "name", "arrivals", "finished", "attainment", "ttft_attainment", "tpot_attainment", "ttft_p50",
+            "name", "arrivals", "finished", "slo_attainment", "itl_windows_met", "attainment", "ttft_attainment",
+            "tpot_attainment", "ttft_p50",
             "ttft_p99", "tpot_p50", "tpot_p99", "itl_p99", "e2e_p50", "accelerator_hours", "cost", "duration_s",
             "last_arrival_s", "wall_s", "events",
         )  # fmt: skip
         out: dict[str, Any] = {k: _json_num(getattr(self, k)) for k in keys}
         out["rejected"] = dict(self.rejected)
+        out["lost"] = dict(self.lost)
         out["slo"] = {"ttft_s": self.ttft_slo_s, "itl_s": self.itl_slo_s}
         out["pools"] = dict(self.pools)
         out["split_changes"] = sum(1 for a in self.actions if a.action == "SplitDone")

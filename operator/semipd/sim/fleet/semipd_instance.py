@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from semipd.perf import LatencyModel, contended_shares
+from semipd.perf import LatencyModel
 from semipd.sim.engine.batching import KvPool, take_prefill_batch
 from semipd.sim.fleet.instance import Host, Instance, InstanceConfig, State, SwitchMode
 from semipd.sim.fleet.metrics import EngineCounters, Gauges
@@ -160,10 +160,9 @@ class SemiPDInstance(Instance):
             if self.prefix is not None and r.hash_ids:
                 self.prefix.insert(r.hash_ids)
         x = self.worker_percent / 100.0
-        decoding = bool(self.running or self.joining)
-        share = contended_shares(x, self.decode_percent / 100.0)[0] if decoding else x
+        decode = self.decode_percent / 100.0 if self.running or self.joining else None
         prefix = [r.cached for r in batch] if cached else None
-        duration = self.model.prefill_time(prompts[:n], share, prefix)
+        duration = self.model.prefill_batch_time(prompts[:n], x, decode, prefix)
         bid = self._next_batch
         self._next_batch += 1
         b = _Batch(bid, self.worker_id, self.worker_percent, batch, now)
@@ -277,12 +276,9 @@ class SemiPDInstance(Instance):
         n = len(self.running)
         self.step_batch = n
         self.step_start = now
-        share = self.decode_percent / 100.0
-        contended = bool(self.batches)
-        if contended:
-            prefill = max(b.percent for b in self.batches.values())
-            share = contended_shares(prefill / 100.0, share)[1]
-        self.host.at(now + self.model.decode_step_time(n, self.kv_used, share, contended), self._step_done, self.epoch)
+        prefill = max(b.percent for b in self.batches.values()) / 100.0 if self.batches else None
+        step = self.model.decode_batch_time(n, self.kv_used, self.decode_percent / 100.0, prefill)
+        self.host.at(now + step, self._step_done, self.epoch)
 
     def _step_done(self, epoch: int, now: float) -> None:
         if epoch != self.epoch:
