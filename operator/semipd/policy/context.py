@@ -82,6 +82,8 @@ class Run:
     """Node pool -> finished requests/s per Ready replica now (pools without data are absent)."""
     restarted: dict[str, float]
     """Node pool -> time of its last restart-mode split change."""
+    first_seen: dict[str, float]
+    """Pod -> when it first showed up Ready (pods of this observation only)."""
 
     @property
     def now(self) -> float:
@@ -101,8 +103,10 @@ class Run:
         )
 
     def settling(self, pod: str) -> bool:
-        """The pod's split changed within the last observation window: its p99s still mix both splits."""
-        return self.now - self.state.last_split_change.get(pod, -math.inf) < self.window_s
+        """The pod's split changed, or the pod appeared, within the last observation window: its p99s
+        still mix both splits (or start-up, where finished requests lag arrivals)."""
+        since = max(self.state.last_split_change.get(pod, -math.inf), self.first_seen.get(pod, self.now))
+        return self.now - since < self.window_s
 
     def awaiting_fix(self, pod: str) -> bool:
         """The pod's last split change, within the last window, was predicted to clear its SLO miss."""

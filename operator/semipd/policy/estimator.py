@@ -14,6 +14,7 @@ corrected by what Prometheus actually shows.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -150,7 +151,7 @@ class Estimator:
             return self.fit.itl_scale
         if contended <= pts[0][0]:
             return pts[0][1]
-        for (y0, r0), (y1, r1) in zip(pts, pts[1:], strict=False):
+        for (y0, r0), (y1, r1) in itertools.pairwise(pts):
             if contended <= y1:
                 return r0 + (r1 - r0) * (contended - y0) / (y1 - y0)
         return pts[-1][1]

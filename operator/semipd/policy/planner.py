@@ -100,6 +100,7 @@ def plan(
         dict(state.fix_expected),
         _rates(obs, spec),
         dict(state.restarted),
+        {p.pod: state.first_seen.get(p.pod, obs.time) for p in obs.pods if p.ready},
     )
     if not obs.available:
         return _hold(run, "MetricsUnavailable", obs.reason or "the metrics source did not answer")
@@ -144,6 +145,7 @@ def plan(
         fix_expected,
         rates,
         run.restarted,
+        run.first_seen,
         predictions,
     )
     if unknown:

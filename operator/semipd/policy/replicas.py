@@ -104,6 +104,8 @@ def plan_replicas(
     full = {k: v for k, v in state["full"].items() if run.now - v < FULL_HOLD_S}
     fallback(run, caps, full)
     state["full"] = full
+    if _surge_for_restart(run, full, state):
+        return
     demands = [_demand(run.obs.pools.get(np.name), interval) for np in run.spec.node_pools if run.replicas[np.name]]
     if any(d is None for d in demands):
         return  # a running pool without data: no replica decision either way
@@ -209,6 +211,23 @@ def _step_out(
             return
 
 
+def _surge_for_restart(run: Run, full: Mapping[str, float], state: dict[str, dict[str, float]]) -> bool:
+    """A restart-mode split change held because the other pods cannot carry the load: one more
+    replica of that pool (if it has room and nothing is starting) makes the room; scale-in removes it
+    once both SLOs have slack again."""
+    held = {d.node_pool for d in run.decisions if d.action == "SplitHeld" and d.reason == "RestartNeedsCapacity"}
+    for np in run.spec.node_pools:
+        if np.name not in held or np.name in full or run.replicas[np.name] >= np.max_replicas or _starting(run):
+            continue
+        run.replicas[np.name] += 1
+        state["scaled"][np.name] = run.now
+        state["slack"].pop("*", None)
+        run.decide("ScaleOut", "RestartSurge", "+1 replica: a restart-mode split change waits for the capacity "
+                   "to take one pod out of service", np.name, added=1)  # fmt: skip
+        return True
+    return False
+
+
 def _starting(run: Run) -> bool:
     """Some node pool has schedulable replicas that are not Ready yet (an action still in flight)."""
     for np in run.spec.node_pools:
@@ -225,7 +244,7 @@ def _slo_at_risk(run: Run) -> bool:
         for pod in run.obs.pods_of(np.name):
             if sample_of(pod, run.window_s) is None:
                 continue  # too little data
-            if run.awaiting_fix(pod.pod):
+            if run.awaiting_fix(pod.pod) or run.settling(pod.pod):
                 continue  # a split change predicted to fix it, whose effect is not measurable yet
             h = headroom(pod.ttft_p99, pod.itl_p99, run.ttft_slo, run.itl_slo)
             if h is not None and h < 0:

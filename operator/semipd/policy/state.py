@@ -50,6 +50,9 @@ class ControllerState:
     """Node pool -> (time, finished requests/s per Ready replica) at the last evaluation (feed-forward)."""
     restarted: Mapping[str, float] = field(default_factory=dict)
     """Node pool -> time of its last restart-mode split change (one pod at a time)."""
+    first_seen: Mapping[str, float] = field(default_factory=dict)
+    """Pod -> when it first showed up Ready: its first window mixes start-up (finished requests lag
+    arrivals), so it neither fits nor moves before one window has passed."""
     predictions: Mapping[str, Prediction] = field(default_factory=dict)
     """Pod -> what its last split change predicted (checked against the next settled window)."""
 
