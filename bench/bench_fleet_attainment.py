@@ -1,11 +1,13 @@
-"""Benchmark: SLO attainment vs request rate per policy on the Azure conv, Azure code and Mooncake
-traces, on the same 8 H200 GPUs; the highest rate at >= 90 % attainment per policy and ours / each.
+"""Benchmark: a fair judge. SLO attainment vs request rate per policy on 8 H200 GPUs, scored by the
+product's SLO (TTFT + token-level p99 ITL per 60 s window) and by the paper's (mean TPOT per
+request), at two SLO scales, on four traces, with the per-window oracle, a sensitivity table over the
+contention interference and a perturbed truth, and accelerator-hours on the mix-shift day.
 
-Static baselines are searched: the best static semi-PD split over bench_fleet_common.STATIC_SPLITS
-and the best xPyD ratio over every x + y = 8, each chosen per trace by its highest rate at >= 90 %.
-Writes bench/results/fleet_attainment.{md,json,png}. Seeded and deterministic.
+The simulated world runs the share-curve contention model (semipd.perf.contention, defaults
+k_p 0.6, k_d 0.2, eps 0.2); every policy's prior is the shipped latency model (take-turns). Writes
+bench/results/fleet_attainment.{md,json,png}. Seeded and deterministic.
 
-    .venv/bin/python bench/bench_fleet_attainment.py [--traces azure-conv,...] [--quick]
+    .venv/bin/python bench/bench_fleet_attainment.py [--quick]
 """
 
 from __future__ import annotations
@@ -14,159 +16,498 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import bench_fleet_common as common
 
+from semipd.perf import ContentionModel
+from semipd.sim.fleet.baselines import disaggregated, static
+from semipd.sim.fleet.baselines.dynamo_planner import DynamoPlannerController, DynamoProfile
+from semipd.sim.fleet.baselines.hpa_queue import HPAQueueController
+from semipd.sim.fleet.baselines.semipd_code import SemiPDCodeController
+from semipd.sim.fleet.baselines.semipd_paper import SemiPDPaperController
+from semipd.sim.fleet.controller import Controller
+from semipd.sim.fleet.fleet import Simulator
+from semipd.sim.fleet.policy import PolicyController
+from semipd.sim.fleet.results import FINE_ITL_BOUNDS
+from semipd.sim.fleet.scoring import SLO_WINDOW_S, slo_score
+from semipd.sim.fleet.setup import FleetSetup
+from semipd.sim.fleet.truth import Truth, with_truth
+from semipd.traces import day_shape
+
 RESULTS = Path(__file__).resolve().parent / "results"
+TRACES = ("azure-conv", "azure-code", "mooncake", "mix-shift")
 RATES = {
-    "azure-conv": (6.0, 10.0, 14.0, 18.0, 22.0, 26.0),
-    "azure-code": (0.5, 1.0, 1.5, 2.0, 3.0, 4.0),
-    "mooncake": (0.5, 1.0, 1.5, 2.0, 2.5, 3.0),
+    "azure-conv": (12.0, 22.0),
+    "azure-code": (1.5, 3.0),
+    "mooncake": (1.0, 2.5),
+    "mix-shift": (3.0, 6.0),
 }
+MAX_REQUESTS = {"azure-conv": 2500, "azure-code": 1200, "mooncake": 500}
+"""Shorter windows than the full traces keep the benchmark sane on 2 shared cores."""
 TARGET = 0.9
-PAPER = {"vllm-chunked": 1.55, "vllm-prefill-first": 1.72, "disagg (best ratio)": 1.62, "static-100-100": 1.11}
-"""Semi-PD paper, Fig. 15: its dynamic partitioning's rate at > 90 % attainment over each baseline."""
-HEADLINE = ("semipd-paper", "semipd-code", "static-100-100", "static (best split)", "vllm-chunked",
-            "vllm-prefill-first", "disagg (best ratio)")  # fmt: skip
+STATIC_SPLITS = ((100, 100), (100, 70), (100, 50))
+DISAGG = ((4, 4), (5, 3), (6, 2))
+SLO_AWARE = ("ours", "semipd-paper", "semipd-code", "dynamo-planner", "hpa-queue")
+GRID_SLO_AWARE = ("ours", "semipd-paper", "semipd-code")
+"""Run on the rate grid at both scales; the replica scalers (Dynamo-style, HPA) run on the day trace."""
+FIXED = (
+    "vllm-chunked",
+    "vllm-prefill-first",
+    *(f"static-{x}-{y}" for x, y in STATIC_SPLITS),
+    *(f"disagg-{p}p{d}d" for p, d in DISAGG),
+)
+WORLD = ContentionModel()
+INTERFERENCE = (0.0, 0.2, 0.5)
+MISMATCH = ((1.3, 0.7), (0.7, 1.3))
+SENS_TRACE = "azure-conv"
+DAY_PEAK = 6.0
+DAY_S = 1200.0
 
 
-def curves(rows: list[dict[str, Any]], trace: str) -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = {}
+def single_tpot() -> float:
+    """A lone request's decode step on a whole GPU at the conv trace's mean context (~1.3k tokens)."""
+    return common.latency_model().decode_step_time(1, 1300, 1.0)
+
+
+def itl_slo(scale: str) -> float:
+    return common.ITL_SLO_S if scale == "tight" else common.round2(7.5 * single_tpot())
+
+
+@dataclass(frozen=True)
+class Run:
+    trace: str
+    policy: str
+    rate: float
+    scale: str = "both"
+    """tight | paper for SLO-aware controllers (they are told the SLO); both: scored at each."""
+    eps: float = WORLD.interference
+    truth: tuple[float, float] = (1.0, 1.0)
+    day: bool = False
+
+
+def build(run: Run, prefix: bool) -> tuple[FleetSetup, Controller]:
+    tr = run.trace
+    itl = itl_slo("tight" if run.scale == "both" else run.scale)
+    itl_s = f"{round(itl * 1000)}ms"
+    ttft = common.ttft_slo(tr)
+    name = run.policy
+    lo = 1 if name in ("dynamo-planner", "hpa-queue") or run.day else common.BUDGET
+    s = common.spec(tr, itl=itl_s, lo=lo, hi=common.BUDGET)
+    base = common.base_setup(s, prefix, replicas=2 if lo == 1 else None)
+    if name == "ours":
+        return base, PolicyController(s, "ours")
+    if name == "semipd-paper":
+        return base, SemiPDPaperController(ttft, itl)
+    if name == "semipd-code":
+        return base, SemiPDCodeController(ttft, itl)
+    if name == "dynamo-planner":
+        setup = disaggregated.disaggregated_pools(base, 1, 1, (1, common.BUDGET - 1), (1, common.BUDGET - 1))
+        prof = DynamoProfile.sweep(common.latency_model())
+        return setup, DynamoPlannerController(
+            prof, prof, ttft, itl, common.BUDGET, interval_s=60.0, name="dynamo-planner"
+        )
+    if name == "hpa-queue":
+        return base, HPAQueueController("h200", target=3.0, name="hpa-queue")
+    if name.startswith("vllm-"):
+        return static.colocated(common.base_setup(s, prefix), common.BUDGET, chunked=name == "vllm-chunked")
+    if name.startswith("static-"):
+        x, y = (int(v) for v in name.split("-")[1:])
+        return static.static_split(common.base_setup(s, prefix), x, y, common.BUDGET)
+    p, d = (int(v) for v in name.removeprefix("disagg-").removesuffix("d").split("p"))
+    return disaggregated.static_disaggregated(common.base_setup(s, prefix), p, d)
+
+
+def trace_for(run: Run) -> list[Any]:
+    if run.day:
+        reqs = common.workload("mix-shift", 6.0)
+        return day_shape(reqs, DAY_S, peak_rate=run.rate, trough=0.2)
+    reqs = common.workload(run.trace, run.rate)
+    cap = MAX_REQUESTS.get(run.trace)
+    return reqs[:cap] if cap else reqs
+
+
+def run_one(run: Run) -> list[dict[str, Any]]:
+    reqs = trace_for(run)
+    prefix = any(r.hash_ids for r in reqs)
+    setup, controller = build(run, prefix)
+    world = ContentionModel(WORLD.prefill_k, WORLD.decode_k, run.eps)
+    setup = with_truth(setup, Truth(run.truth[0], run.truth[1], world))
+    sim = Simulator(setup, controller)
+    result = sim.run(reqs, run.policy)
+    p99s = sim.itl_windows.p99s(FINE_ITL_BOUNDS)
+    ttft = common.ttft_slo(run.trace)
+    rows = []
+    for scale in ("tight", "paper") if run.scale == "both" else (run.scale,):
+        sc = slo_score(sim.requests, ttft, itl_slo(scale), p99s, SLO_WINDOW_S)
+        paper = sum(w[2] for w in sc.windows) / max(1, result.arrivals)
+        rows.append(
+            {
+                "trace": run.trace,
+                "policy": run.policy,
+                "rate": run.rate,
+                "scale": scale,
+                "eps": run.eps,
+                "truth": list(run.truth),
+                "day": run.day,
+                "slo": sc.slo_attainment,
+                "paper": paper,
+                "itl_windows_met": sc.itl_windows_met,
+                "lost": sc.lost,
+                "arrivals": result.arrivals,
+                "accelerator_hours": result.accelerator_hours,
+                "itl_p99": result.itl_p99,
+                "windows": sc.windows,
+                "wall_s": result.wall_s,
+            }
+        )
+    return rows
+
+
+def tasks(quick: bool) -> list[Run]:
+    out: list[Run] = []
+    for tr in TRACES:
+        rates = RATES[tr][1::2] if quick else RATES[tr]
+        for r in rates:
+            out += [Run(tr, p, r) for p in FIXED]
+            out += [Run(tr, p, r, scale) for p in GRID_SLO_AWARE for scale in ("tight", "paper")]
+    sens_rates = RATES[SENS_TRACE][1::2] if quick else RATES[SENS_TRACE]
+    semi = ("ours", *(f"static-{x}-{y}" for x, y in STATIC_SPLITS))
+    for eps in INTERFERENCE:
+        if eps == WORLD.interference:
+            continue
+        for r in sens_rates:
+            out += [Run(SENS_TRACE, p, r, eps=eps) for p in semi[1:]]
+            out += [Run(SENS_TRACE, "ours", r, "tight", eps=eps)]
+    for truth in MISMATCH:
+        for r in sens_rates:
+            out += [
+                Run(SENS_TRACE, p, r, truth=truth)
+                for p in (*semi[1:], "vllm-chunked", *(f"disagg-{p}p{d}d" for p, d in DISAGG))
+            ]
+            out += [Run(SENS_TRACE, "ours", r, "tight", truth=truth)]
+    for p in ("ours", "dynamo-planner", "hpa-queue", "static-100-50", "vllm-chunked", "disagg-6p2d"):
+        out.append(Run("mix-shift", p, DAY_PEAK, "tight" if p in SLO_AWARE else "both", day=True))
+    out.sort(key=lambda t: (t.trace != "azure-conv", -t.rate))
+    return out
+
+
+def run_flat(run: Run) -> dict[str, Any]:
+    started = time.perf_counter()
+    rows = run_one(run)
+    print(
+        f"{run.trace} {run.policy} {run.rate:g} {run.scale} eps={run.eps:g} truth={run.truth} day={run.day}"
+        f" {time.perf_counter() - started:.1f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return {"rows": rows}
+
+
+# --- analysis -------------------------------------------------------------------------------------
+
+
+def select(rows: list[dict[str, Any]], **want: Any) -> list[dict[str, Any]]:
+    return [r for r in rows if all(r[k] == v for k, v in want.items())]
+
+
+def max_rate(rows: list[dict[str, Any]], key: str = "slo") -> tuple[float, bool]:
+    return common.max_rate_at([(r["rate"], r[key]) for r in rows], TARGET)
+
+
+def oracle_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (trace, rate, scale): the best static split chosen per 60 s arrival window."""
+    out = []
+    groups: dict[tuple[str, float, str, float], list[dict[str, Any]]] = {}
     for r in rows:
-        if r["trace"] == trace:
-            out.setdefault(r["policy"], []).append((r["rate"], r["attainment"]))
-    return {k: sorted(v) for k, v in out.items()}
+        if r["policy"].startswith("static-") and not r["day"] and r["truth"] == [1.0, 1.0]:
+            groups.setdefault((r["trace"], r["rate"], r["scale"], r["eps"]), []).append(r)
+    for (tr, rate, scale, eps), runs in groups.items():
+        n = max(len(r["windows"]) for r in runs)
+        arrivals = sum(w[0] for w in runs[0]["windows"])
+        slo = paper = 0
+        for w in range(n):
+            slo += max((r["windows"][w][1] if w < len(r["windows"]) else 0) for r in runs)
+            paper += max((r["windows"][w][2] if w < len(r["windows"]) else 0) for r in runs)
+        out.append(
+            {
+                "trace": tr,
+                "policy": "oracle",
+                "rate": rate,
+                "scale": scale,
+                "eps": eps,
+                "truth": [1.0, 1.0],
+                "day": False,
+                "slo": slo / arrivals,
+                "paper": paper / arrivals,
+            }
+        )
+    return out
 
 
-def best_of(cv: dict[str, list[tuple[float, float]]], prefix: str) -> tuple[str, float, bool]:
-    cands = [(common.max_rate_at(v, TARGET), k) for k, v in cv.items() if k.startswith(prefix)]
-    (rate, capped), name = max(cands, key=lambda c: (c[0][0], -len(c[1])))
-    return name, rate, capped
+def headline(
+    rows: list[dict[str, Any]],
+    tr: str,
+    scale: str,
+    eps: float = WORLD.interference,
+    truth: tuple[float, float] = (1.0, 1.0),
+    key: str = "slo",
+) -> dict[str, tuple[str, float, bool]]:
+    sel = [
+        r
+        for r in rows
+        if r["trace"] == tr and r["scale"] == scale and r["eps"] == eps and r["truth"] == list(truth) and not r["day"]
+    ]
+    names = sorted({r["policy"] for r in sel})
+    rates = {p: max_rate([r for r in sel if r["policy"] == p], key) for p in names}
+    out: dict[str, tuple[str, float, bool]] = {p: (p, *rates[p]) for p in names}
+
+    def best(prefix: str) -> tuple[str, float, bool]:
+        cands = [(rates[p][0], p) for p in names if p.startswith(prefix)]
+        if not cands:
+            return ("-", 0.0, False)
+        rate, p = max(cands)
+        return (p, rate, rates[p][1])
+
+    out["static (best split)"] = best("static-")
+    out["xPyD (best ratio)"] = best("disagg-")
+    if "disagg-4p4d" in rates:
+        out["xPyD 1:1"] = ("disagg-4p4d", *rates["disagg-4p4d"])
+    return out
 
 
-def fmt_rate(rate: float, capped: bool) -> str:
+def fmt(rate: float, capped: bool) -> str:
     return f">= {rate:.2f}" if capped else f"{rate:.2f}"
 
 
-def render(rows: list[dict[str, Any]], traces: list[str], wall: float) -> tuple[str, dict[str, Any]]:
-    lines = [
-        "# Fleet simulator: SLO attainment vs request rate",
+MAIN = (
+    "ours",
+    "oracle",
+    "static (best split)",
+    "vllm-chunked",
+    "vllm-prefill-first",
+    "xPyD 1:1",
+    "xPyD (best ratio)",
+    "semipd-paper",
+    "semipd-code",
+    "dynamo-planner",
+    "hpa-queue",
+)
+
+
+def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, dict[str, Any]]:
+    rows = rows + oracle_rows(rows)
+    lm = common.latency_model()
+    L = [
+        "# Fleet simulator: a fair judge (SLO attainment vs request rate)",
         "",
-        f"`bench/bench_fleet_attainment.py` (seed 0, code {common.code_version()}). Same hardware for every policy:",
-        "**8 x NVIDIA H200**,",
-        f"Qwen3-32B BF16 TP1 per instance, KV pool {common.latency_model().kv_capacity_tokens():,} tokens per GPU.",
-        "Attainment = requests with TTFT <= TTFT SLO and mean inter-token time <= ITL SLO, over all arrivals.",
-        "SLOs by one rule: TTFT = 7.5 x a lone mean prompt's TTFT on a whole GPU; ITL = 50 ms.",
-        "Rates are fleet-wide requests/s (divide by 8 for per-GPU). Mooncake runs use its first 2,500",
-        "requests with prefix caching and prefix-aware routing; prompts are cut to fit the 32k context.",
-        "Every number here is a simulation with an estimated latency model (docs/simulator.md), not a",
-        "measurement on GPUs.",
+        f"`bench/bench_fleet_attainment.py` (seed {common.SEED}, code {common.code_version()}"
+        f"{', --quick' if quick else ''}). Every policy on the same **8 x NVIDIA H200**, Qwen3-32B BF16 TP1 per",
+        f"instance (KV pool {lm.kv_capacity_tokens():,} tokens per GPU). Simulations with an estimated latency",
+        "model (docs/simulator.md, docs/latency-model.md), not measurements on GPUs.",
+        "",
+        "- **World**: share-curve contention k_p 0.6, k_d 0.2, interference eps 0.2 (sourced defaults);"
+        " every policy's prior is the shipped model (take-turns), so no policy plans with the world's own model.",
+        "- **Scoring**: *SLO* = the product's: TTFT <= TTFT SLO and every 60 s window the request decoded in"
+        " had token-level p99 ITL <= ITL SLO. *paper* = TTFT and mean TPOT per request (Semi-PD's).",
+        f"- **SLO scales**: TTFT = 7.5 x a lone mean prompt's TTFT on a whole GPU for both; ITL *tight* ="
+        f" {itl_slo('tight') * 1000:.0f} ms (today's, {itl_slo('tight') / single_tpot():.1f} x a lone request's"
+        f" TPOT of {single_tpot() * 1000:.1f} ms), *paper* = 7.5 x = {itl_slo('paper') * 1000:.0f} ms.",
+        "- **Oracle**: the best static semi-PD split chosen per 60 s arrival window (from the static runs;"
+        " switching is free): an upper bound for any split controller on 8 fixed GPUs.",
+        "- SLO-aware controllers (ours, Semi-PD paper/code, Dynamo-style planner, HPA) are run once per scale"
+        " and told its SLO; Dynamo and HPA scale replicas (1-8, start at 2), all others hold 8 GPUs.",
+        f"- Settings for 2 shared cores: conv first {MAX_REQUESTS['azure-conv']} requests, code"
+        f" {MAX_REQUESTS['azure-code']}, Mooncake {MAX_REQUESTS['mooncake']} (prefix caching, prefix-aware"
+        f" routing), mix-shift {common.MIX_SHIFT_S:.0f} s (chat <-> Mooncake documents, 5 % -> 50 % -> 5 %);"
+        f" {len(next(iter(RATES.values())))} rates per trace; {common.WORKERS} worker processes.",
+        "- Max rate = highest rate with attainment >= 90 % (interpolated; '>=' when every grid rate passes).",
         "",
     ]
-    summary: dict[str, Any] = {}
-    for trace in traces:
-        cv = curves(rows, trace)
-        split_name, split_rate, split_cap = best_of(cv, "static-")
-        dis_name, dis_rate, dis_cap = best_of(cv, "disagg-")
-        table: dict[str, tuple[float, bool, str]] = {}
-        for name, pts in cv.items():
-            if name.startswith(("static-", "disagg-")) and name not in ("static-100-100", "static-80-100"):
-                continue
-            rate, cap = common.max_rate_at(pts, TARGET)
-            table[name] = (rate, cap, name)
-        table["static (best split)"] = (split_rate, split_cap, split_name)
-        table["disagg (best ratio)"] = (dis_rate, dis_cap, dis_name)
-        ours = table["ours"][0]
-        slo_t = next(r["slo"]["ttft_s"] for r in rows if r["trace"] == trace)
-        lines += [f"## {trace} (TTFT SLO {slo_t:g} s, ITL SLO 50 ms)", ""]
-        rates = RATES[trace]
-        shown = ["ours", *[k for k in table if k != "ours"]]
-        lines.append("| policy | " + " | ".join(f"{r:g}/s" for r in rates) + " | max rate @ >= 90 % | ours / it |")
-        lines.append("|---|" + "---|" * (len(rates) + 2))
-        trace_sum: dict[str, Any] = {}
-        for name in shown:
-            rate, cap, src = table[name]
-            pts = dict(cv[src])
-            cells = " | ".join(f"{pts[r]:.1%}" if r in pts else "-" for r in rates)
-            ratio = "-" if name == "ours" else (f"{ours / rate:.2f}x" if rate > 0 else "inf")
-            label = name if src == name else f"{name}: {src}"
-            lines.append(f"| {label} | {cells} | {fmt_rate(rate, cap)} | {ratio} |")
-            trace_sum[name] = {"source": src, "max_rate": rate, "lower_bound": cap,
-                               "ratio_ours": (ours / rate) if rate > 0 else None}  # fmt: skip
-        lines.append("")
-        searched = sorted((k for k in cv if k.startswith(("static-", "disagg-"))),
-                          key=lambda k: -common.max_rate_at(cv[k], TARGET)[0])  # fmt: skip
-        lines.append("Searched static layouts, best first: " + ", ".join(
-            f"{k} {fmt_rate(*common.max_rate_at(cv[k], TARGET))}" for k in searched) + ".")  # fmt: skip
-        lines.append("")
-        summary[trace] = trace_sum
-    lines += ["## Ours vs each baseline (highest rate at >= 90 % attainment)", ""]
-    lines.append("| baseline | " + " | ".join(traces) + " | Semi-PD paper (its dynamic vs this) |")
-    lines.append("|---|" + "---|" * (len(traces) + 1))
-    for name in HEADLINE:
-        cells = []
-        for trace in traces:
-            ent = summary[trace].get(name)
-            cells.append("-" if ent is None or ent["ratio_ours"] is None else f"{ent['ratio_ours']:.2f}x")
-        paper = PAPER.get(name)
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {f'{paper:.2f}x' if paper else '-'} |")
-    lines += ["", f"Wall time {wall:.0f} s for {len(rows)} runs ({common.WORKERS} worker processes).", ""]
-    return "\n".join(lines), summary
+    summary: dict[str, Any] = {"main": {}, "sensitivity": {}, "day": []}
+    for scale in ("tight", "paper"):
+        L += [f"## Max rate at >= 90 % attainment, {scale} SLO (ITL {itl_slo(scale) * 1000:.0f} ms)", ""]
+        L.append("| policy | " + " | ".join(f"{t} SLO / paper" for t in TRACES) + " |")
+        L.append("|---|" + "---|" * len(TRACES))
+        tabs = {t: (headline(rows, t, scale), headline(rows, t, scale, key="paper")) for t in TRACES}
+        for name in MAIN:
+            cells = []
+            for t in TRACES:
+                a, b = tabs[t]
+                if name not in a:
+                    cells.append("-")
+                    continue
+                src = "" if a[name][0] == name else f" ({a[name][0]})"
+                cells.append(f"{fmt(a[name][1], a[name][2])} / {fmt(b[name][1], b[name][2])}{src}")
+            L.append(f"| {name} | " + " | ".join(cells) + " |")
+        L.append("")
+        summary["main"][scale] = {t: {k: v[1] for k, v in tabs[t][0].items()} for t in TRACES}
+    # attainment curves at the tight scale, conv
+    L += ["## Attainment per rate (SLO / paper), azure-conv", ""]
+    for scale in ("tight", "paper"):
+        L += [
+            f"{scale} SLO:",
+            "",
+            "| policy | " + " | ".join(f"{r:g}/s" for r in RATES["azure-conv"]) + " | lost (top rate) |",
+            "|---|" + "---|" * (len(RATES["azure-conv"]) + 1),
+        ]
+        sel = [
+            r
+            for r in rows
+            if r["trace"] == "azure-conv"
+            and r["scale"] == scale
+            and r["eps"] == 0.2
+            and r["truth"] == [1.0, 1.0]
+            and not r["day"]
+        ]
+        for p in sorted({r["policy"] for r in sel}, key=lambda p: (p != "ours", p)):
+            pts = {r["rate"]: r for r in sel if r["policy"] == p}
+            cells = " | ".join(
+                f"{pts[x]['slo']:.1%} / {pts[x]['paper']:.1%}" if x in pts else "-" for x in RATES["azure-conv"]
+            )
+            top = pts.get(max(pts)) if pts else None
+            lost = ", ".join(f"{k} {v}" for k, v in sorted((top or {}).get("lost", {}).items())) or "none"
+            L.append(f"| {p} | {cells} | {lost} |")
+        L.append("")
+    # sensitivity
+    L += [
+        "## Sensitivity (azure-conv, max rate at >= 90 %, product SLO)",
+        "",
+        "Chunked and xPyD do not co-run phases on one GPU, so interference does not change them; the truth"
+        " mismatch (prefill, decode time x) changes every policy's world but no policy's prior.",
+        "",
+    ]
+    for scale in ("tight", "paper"):
+        L += [
+            f"{scale} SLO:",
+            "",
+            "| world | ours | oracle | static (best) | vllm-chunked | xPyD (best) | ranking |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        base = headline(rows, SENS_TRACE, scale)
+        cross: dict[str, float | None] = {"vllm-chunked": None, "xPyD (best ratio)": None}
+        for eps in INTERFERENCE:
+            h = headline(rows, SENS_TRACE, scale, eps=eps)
+            ours = h.get("ours", ("-", float("nan"), False))
+            vals = {
+                "ours": ours[1],
+                "oracle": h.get("oracle", ("", 0.0, False))[1],
+                "static": h["static (best split)"][1],
+                "chunked": base["vllm-chunked"][1],
+                "xPyD": base["xPyD (best ratio)"][1],
+            }
+            rank = " > ".join(k for k, v in sorted(vals.items(), key=lambda kv: -kv[1]) if v == v)
+            L.append(
+                f"| eps {eps:g} | {ours[1]:.2f} | {vals['oracle']:.2f} | {vals['static']:.2f}"
+                f" ({h['static (best split)'][0]}) | {vals['chunked']:.2f} | {vals['xPyD']:.2f} | {rank} |"
+            )
+            for k, short in (("vllm-chunked", "chunked"), ("xPyD (best ratio)", "xPyD")):
+                if vals["static"] > vals[short]:
+                    cross[k] = eps
+            summary["sensitivity"].setdefault(scale, {})[f"eps={eps:g}"] = vals
+        for truth in MISMATCH:
+            h = headline(rows, SENS_TRACE, scale, truth=truth)
+            ours = h.get("ours", ("-", float("nan"), False))
+            vals = {
+                "ours": ours[1],
+                "static": h["static (best split)"][1],
+                "chunked": h["vllm-chunked"][1],
+                "xPyD": h["xPyD (best ratio)"][1],
+            }
+            rank = " > ".join(k for k, v in sorted(vals.items(), key=lambda kv: -kv[1]) if v == v)
+            L.append(
+                f"| prefill x{truth[0]:g}, decode x{truth[1]:g} (eps 0.2) | {ours[1]:.2f} | - | {vals['static']:.2f}"
+                f" ({h['static (best split)'][0]}) | {vals['chunked']:.2f} | {vals['xPyD']:.2f} | {rank} |"
+            )
+            summary["sensitivity"].setdefault(scale, {})[f"truth={truth}"] = vals
+        L.append("")
+        for k, eps in cross.items():
+            if eps is None:
+                L.append(f"- {scale}: the best static semi-PD split beats {k} at no interference in the range.")
+            else:
+                L.append(
+                    f"- {scale}: the best static semi-PD split beats {k} for interference <= {eps:g}"
+                    " (the highest grid value where it still does)."
+                )
+            summary["sensitivity"].setdefault(scale, {})[f"crossover vs {k}"] = eps
+        L.append("")
+    # day
+    L += [
+        f"## Mix-shift day: accelerator-hours (rate 20 % -> 100 % -> 20 % of {DAY_PEAK:g} req/s over"
+        f" {DAY_S:.0f} s, mix 5 % -> 50 % -> 5 % documents)",
+        "",
+        "| policy | SLO attainment (tight) | paper | accelerator-hours | >= 99 % (SLO) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in sorted((r for r in rows if r["day"] and r["scale"] == "tight"), key=lambda r: r["accelerator_hours"]):
+        ok = "yes" if r["slo"] >= 0.99 else "no"
+        L.append(f"| {r['policy']} | {r['slo']:.1%} | {r['paper']:.1%} | {r['accelerator_hours']:.2f} | {ok} |")
+        summary["day"].append({k: r[k] for k in ("policy", "slo", "paper", "accelerator_hours")})
+    L += ["", f"Wall time {wall:.0f} s for {len([r for r in rows if r['policy'] != 'oracle'])} scored rows.", ""]
+    return "\n".join(L), summary
 
 
-def plot(rows: list[dict[str, Any]], traces: list[str], summary: dict[str, Any], path: Path) -> None:
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(traces), figsize=(5.2 * len(traces), 4.2), squeeze=False)
-    for ax, trace in zip(axes[0], traces, strict=True):
-        cv = curves(rows, trace)
-        show = {k: v["source"] for k, v in summary[trace].items()}
-        for label, src in show.items():
-            pts = cv[src]
-            style = {"linewidth": 2.5, "color": "black"} if label == "ours" else {"linewidth": 1.2}
-            name = label if src == label else f"{label} ({src})"
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=name, **style)
-        ax.axhline(TARGET, color="grey", linestyle="--", linewidth=0.8)
-        ax.set_title(trace)
-        ax.set_xlabel("request rate (req/s, 8 x H200)")
-        ax.set_ylabel("SLO attainment")
-        ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=6)
+    rows = rows + oracle_rows(rows)
+    fig, axes = plt.subplots(2, len(TRACES), figsize=(4.6 * len(TRACES), 7.5), squeeze=False)
+    for i, scale in enumerate(("tight", "paper")):
+        for ax, tr in zip(axes[i], TRACES, strict=True):
+            h = headline(rows, tr, scale)
+            for label in ("ours", "oracle", "static (best split)", "vllm-chunked", "xPyD 1:1", "xPyD (best ratio)"):
+                if label not in h:
+                    continue
+                src = h[label][0]
+                pts = sorted(
+                    (r["rate"], r["slo"])
+                    for r in rows
+                    if r["policy"] == src
+                    and r["trace"] == tr
+                    and r["scale"] == scale
+                    and r["eps"] == 0.2
+                    and r["truth"] == [1.0, 1.0]
+                    and not r["day"]
+                )
+                style = {"linewidth": 2.5, "color": "black"} if label == "ours" else {"linewidth": 1.2}
+                ax.plot(
+                    [p[0] for p in pts],
+                    [p[1] for p in pts],
+                    marker="o",
+                    markersize=3,
+                    label=label if src == label else f"{label} ({src})",
+                    **style,
+                )
+            ax.axhline(TARGET, color="grey", linestyle="--", linewidth=0.8)
+            ax.set_title(f"{tr}, {scale} SLO")
+            ax.set_xlabel("request rate (req/s, 8 x H200)")
+            ax.set_ylabel("SLO attainment (TTFT + window p99 ITL)")
+            ax.set_ylim(0, 1.02)
+            ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--traces", default=",".join(common.TRACES))
-    ap.add_argument("--quick", action="store_true", help="3 rates, 3 static layouts instead of the searches")
+    ap.add_argument("--quick", action="store_true", help="2 rates per trace")
     ap.add_argument("--out", default=str(RESULTS / "fleet_attainment"))
     args = ap.parse_args()
-    traces = args.traces.split(",")
-    policies = list(common.all_fixed_budget())
-    if args.quick:
-        keep = ("static-100-100", "static-100-50", "disagg-5p3d")
-        policies = [p for p in policies if p in common.fixed_budget_policies() or p in keep]
-    tasks = []
-    for trace in traces:
-        rates = RATES[trace][1::2] if args.quick else RATES[trace]
-        tasks += [common.Task(trace, p, r) for p in policies for r in rates]
-    # Longest first keeps both workers busy to the end.
-    tasks.sort(key=lambda t: (not t.policy.startswith(("ours", "semipd-")), t.rate))
     started = time.perf_counter()
-    rows = common.run_all(tasks, common.run_task)
+    rows = [row for part in common.run_all(tasks(args.quick), run_flat) for row in part["rows"]]
     wall = time.perf_counter() - started
-    text, summary = render(rows, traces, wall)
+    text, summary = render(rows, wall, args.quick)
     out = Path(args.out)
     out.with_suffix(".md").write_text(text, encoding="utf-8")
-    out.with_suffix(".json").write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
-    plot(rows, traces, summary, out.with_suffix(".png"))
+    slim = [{k: v for k, v in r.items() if k != "windows"} for r in rows]
+    out.with_suffix(".json").write_text(json.dumps({"rows": slim, "summary": summary}, indent=1))
+    plot(rows, out.with_suffix(".png"))
     print(text)
     return 0
 

@@ -30,7 +30,7 @@ from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.policy import PolicyController
 from semipd.sim.fleet.router import RouterConfig, RouterKind
 from semipd.sim.fleet.setup import FleetSetup, fleet_from_spec
-from semipd.traces import TraceRequest, prepare
+from semipd.traces import TraceRequest, mix_shift, prepare
 
 HARDWARE = "h200"
 MODEL = "qwen3-32b"
@@ -76,13 +76,13 @@ TTFT_OVERRIDE: dict[str, float] = {}
 def ttft_slo(trace: str) -> float:
     if trace in TTFT_OVERRIDE:
         return TTFT_OVERRIDE[trace]
-    reqs = prepare(trace, context_length=CONTEXT)
+    reqs = workload(trace, None) if trace in SYNTHESISED else prepare(trace, context_length=CONTEXT)
     mean_prompt = sum(r.input_tokens for r in reqs) / len(reqs)
     return round2(TTFT_FACTOR * latency_model().prefill_time([round(mean_prompt)], 1.0))
 
 
 def spec(trace: str, *, mode: str = "semipd", lo: int = BUDGET, hi: int = BUDGET, prefill: int = 80,
-         decode: int = 100, interval: str = "15s") -> InferencePoolSpec:  # fmt: skip
+         decode: int = 100, interval: str = "15s", itl: str = "50ms") -> InferencePoolSpec:  # fmt: skip
     return InferencePoolSpec.model_validate(
         {
             "model": {"name": MODEL, "source": "hf://Qwen/Qwen3-32B", "profile": MODEL, "maxContextLength": CONTEXT},
@@ -104,14 +104,23 @@ def spec(trace: str, *, mode: str = "semipd", lo: int = BUDGET, hi: int = BUDGET
                 "maxPrefillPercent": 100,
                 "stepPercent": 10,
             },
-            "slo": {"ttftP99": format_seconds(ttft_slo(trace)), "itlP99": "50ms", "window": "1m"},
+            "slo": {"ttftP99": format_seconds(ttft_slo(trace)), "itlP99": itl, "window": "1m"},
             "autoscaling": {"mode": mode, "interval": interval, "scaleDownStabilization": "5m"},
         }
     )
 
 
-def workload(trace: str, rate: float) -> list[TraceRequest]:
-    return prepare(trace, context_length=CONTEXT, rate=rate, max_requests=MAX_REQUESTS[trace])
+MIX_SHIFT_S = 600.0
+"""The mix-shift day, compressed: chat at the start and end, up to half long documents mid-day."""
+SYNTHESISED = ("mix-shift",)
+
+
+def workload(trace: str, rate: float | None) -> list[TraceRequest]:
+    if trace == "mix-shift":
+        chat = prepare("azure-conv", context_length=CONTEXT)
+        docs = prepare("mooncake", context_length=CONTEXT)
+        return mix_shift(chat, docs, MIX_SHIFT_S, rate or 4.0, (0.05, 0.5), seed=SEED)
+    return prepare(trace, context_length=CONTEXT, rate=rate, max_requests=MAX_REQUESTS.get(trace))
 
 
 def base_setup(s: InferencePoolSpec, prefix: bool, replicas: int | None = None) -> FleetSetup:

@@ -171,3 +171,23 @@ def test_window_rebases_and_clip_trims_blocks() -> None:
     assert [r.arrival_s for r in mid] == [0.0, 1.0, 2.0, 3.0]
     clipped = clip_lengths(reqs[:1], max_input=600, max_output=4)
     assert clipped == [TraceRequest(0.0, 600, 4, (1, 2))]
+
+
+def test_mix_shift_moves_from_chat_to_documents_and_back() -> None:
+    from semipd.traces import TraceRequest, mix_shift
+
+    chat = [TraceRequest(0.0, 500, 200)]
+    docs = [TraceRequest(0.0, 9000, 300)]
+    a = mix_shift(chat, docs, 3600.0, 5.0, (0.05, 0.5), seed=3)
+    assert a == mix_shift(chat, docs, 3600.0, 5.0, (0.05, 0.5), seed=3)
+    assert all(0 <= r.arrival_s < 3600.0 for r in a)
+    assert abs(len(a) / 3600.0 - 5.0) < 0.3
+
+    def doc_share(t0: float, t1: float) -> float:
+        part = [r for r in a if t0 <= r.arrival_s < t1]
+        return sum(r.input_tokens == 9000 for r in part) / len(part)
+
+    edges, middle = doc_share(0, 600), doc_share(1500, 2100)
+    assert edges < 0.15
+    assert 0.35 < middle < 0.65
+    assert doc_share(3000, 3600) < 0.15

@@ -26,7 +26,7 @@ from semipd.traces.transforms import (
     shift,
     window,
 )
-from semipd.traces.workload import day_shape, diurnal, prepare
+from semipd.traces.workload import day_shape, diurnal, mix_shift, prepare
 
 __all__ = [
     "BLOCK_TOKENS",
@@ -42,6 +42,7 @@ __all__ = [
     "diurnal",
     "load_trace",
     "mean_rate",
+    "mix_shift",
     "prepare",
     "read_azure_csv",
     "read_mooncake_jsonl",

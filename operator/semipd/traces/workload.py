@@ -1,10 +1,12 @@
 """Trace preparation for fleet runs: context clipping, rate scaling, windows, and a time-compressed
-day shape (the real trace's requests, replayed along a diurnal rate curve).
+day shape (the real trace's requests, replayed along a diurnal rate curve), and a day whose
+prompt/output mix shifts between chat and long documents (`mix_shift`).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import replace
@@ -87,3 +89,34 @@ def day_shape(
         frac = 0.0 if hi <= lo else (c - lo) / (hi - lo)
         out.append(replace(r, arrival_s=(i - 1 + frac) * dt))
     return out
+
+
+def mix_shift(
+    chat: Sequence[TraceRequest],
+    documents: Sequence[TraceRequest],
+    duration_s: float,
+    rate: float,
+    long_share: tuple[float, float] = (0.05, 0.5),
+    seed: int = 0,
+) -> list[TraceRequest]:
+    """A day whose prompt/output mix shifts from chat to long documents and back.
+
+    Poisson arrivals at `rate` over `duration_s`; at time t a request is a document with
+    probability lo + (hi - lo) * diurnal(t, duration_s, 0) (lo at the start and end, hi mid-day),
+    else a chat turn. Lengths are taken in order from the two shipped traces (cycled), so every
+    request's shape is a real one; prefix ids are dropped (the two traces' ids are unrelated)."""
+    lo, hi = long_share
+    if not chat or not documents or duration_s <= 0 or rate <= 0 or not 0.0 <= lo <= hi <= 1.0:
+        raise ValueError("mix_shift needs both traces, a positive duration and rate, and 0 <= lo <= hi <= 1")
+    rng = random.Random(seed)
+    out: list[TraceRequest] = []
+    t, ci, di = 0.0, 0, 0
+    while True:
+        t += rng.expovariate(rate)
+        if t >= duration_s:
+            return out
+        if rng.random() < lo + (hi - lo) * diurnal(t, duration_s, 0.0):
+            src, di = documents[di % len(documents)], di + 1
+        else:
+            src, ci = chat[ci % len(chat)], ci + 1
+        out.append(TraceRequest(t, src.input_tokens, src.output_tokens))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sim-mixed-gpu-asce
 
 def test_simulate_prints_results_and_writes_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
-    code = main(["--pool", str(EXAMPLE), "--trace", "azure-conv", "--rate-scale", "2", "--duration", "300",
+    code = main(["--pool", str(EXAMPLE), "--trace", "azure-conv", "--rate-scale", "2", "--duration", "5m",
                  "--json", str(out_json), "--plot", str(out_png)])  # fmt: skip
     assert code == 0
     text = capsys.readouterr().out
@@ -38,7 +39,7 @@ def test_bad_manifest_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_what_if_flags_change_the_world_and_bad_values_are_clear(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = ["--pool", str(EXAMPLE), "--trace", "azure-conv", "--rate-scale", "2", "--duration", "120"]
+    base = ["--pool", str(EXAMPLE), "--trace", "azure-conv", "--rate-scale", "2", "--duration", "2m"]
     assert main([*base, "--contention", "take-turns", "--truth-perturb", "1.3,0.7"]) == 0
     assert "simulated world: prefill x1.3, decode x0.7; take-turns" in capsys.readouterr().out
     assert main([*base, "--truth-perturb", "1.3"]) == 2
@@ -48,3 +49,32 @@ def test_what_if_flags_change_the_world_and_bad_values_are_clear(
                                "interference": 2.0}))  # fmt: skip
     assert main([*base, "--contention-file", str(bad)]) == 2
     assert "interference must be a number in [0.0, 1.0]" in capsys.readouterr().err
+
+
+def test_unknown_node_pool_in_replicas_or_capacity_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    for flag in ("--replicas", "--capacity"):
+        assert main(["--pool", str(EXAMPLE), "--trace", "azure-conv", flag, "foo=2"]) == 2
+        err = capsys.readouterr().err
+        assert "no node pool 'foo'" in err
+        assert "h200" in err
+
+
+def test_plot_without_matplotlib_is_refused_before_simulating(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    code = main(
+        ["--pool", str(EXAMPLE), "--trace", "azure-conv", "--duration", "1m", "--plot", str(tmp_path / "p.png")]
+    )
+    assert code == 2
+    out, err = capsys.readouterr()
+    assert "--plot needs matplotlib" in err
+    assert "attainment" not in out + err  # nothing was simulated
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_json_dash_writes_the_result_alone_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--pool", str(EXAMPLE), "--trace", "azure-conv", "--duration", "1m", "--json", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["arrivals"] > 0
+    assert "attainment" in err

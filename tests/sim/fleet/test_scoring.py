@@ -38,6 +38,9 @@ def test_a_request_fails_when_any_window_it_decoded_in_missed_the_itl_slo() -> N
     assert s.slo_attainment == pytest.approx(2 / 9)
     assert s.itl_windows_met == pytest.approx(1 / 2)
     assert s.lost == {"no ready replica": 1, "restart": 1, "rejected": 2, "KV wait": 1}
+    # by arrival window: (arrivals, product-SLO attained, paper attained); the paper's mean TPOT
+    # of the two long requests is seconds, so only the single-token one passes it
+    assert s.windows == [(7, 1, 0), (1, 1, 1), (1, 0, 0)]
 
 
 def test_window_p99_is_the_token_level_quantile_of_each_window() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from semipd.perf import TAKE_TURNS, ContentionModel
-from semipd.policy.profiles import latency_model_for
+from semipd.perf.resolve import latency_model_for
 from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.policy import PolicyController
 from semipd.sim.fleet.setup import fleet_from_spec

@@ -68,6 +68,8 @@ class SloScore(NamedTuple):
     slo_attainment: float
     itl_windows_met: float
     lost: dict[str, int]
+    windows: list[tuple[int, int, int]]
+    """Per arrival window: (arrivals, product-SLO attained, paper attained), for per-window oracles."""
 
 
 def slo_score(
@@ -81,15 +83,23 @@ def slo_score(
         prefix.append(prefix[-1] + b)
     last = len(bad) - 1
     ok = 0
+    windows: list[list[int]] = []
     for r in requests:
+        w = int(r.arrival // window_s)
+        while len(windows) <= w:
+            windows.append([0, 0, 0])
+        windows[w][0] += 1
         if r.rejected or not r.done or r.ttft > ttft_slo:
             continue
+        if r.tpot <= itl_slo:
+            windows[w][2] += 1
         if r.output > 1 and last >= 0:
             i = min(last, int(r.first_token // window_s))
             j = min(last, int(r.finish // window_s))
             if prefix[j + 1] - prefix[i]:
                 continue
         ok += 1
+        windows[w][1] += 1
     n = len(requests)
     measured = [p for p in window_p99 if not math.isnan(p)]
     lost = Counter(LOST_CAUSES.get(r.rejected, r.rejected) for r in requests if r.rejected)
@@ -97,4 +107,5 @@ def slo_score(
         ok / n if n else math.nan,
         (sum(1 for p in measured if p <= itl_slo) / len(measured)) if measured else math.nan,
         dict(lost),
+        [(a, b, c) for a, b, c in windows],
     )

@@ -1,6 +1,6 @@
 """The simulated world's ground truth, apart from what the policy is told.
 
-The policy plans with the latency model of `semipd.policy.profiles` (its prior). By default the
+The policy plans with the latency model of `semipd.perf.resolve` (its prior). By default the
 simulated fleet runs on the same constants: a perfect model no real fleet offers. A `Truth`
 changes the world only: prefill and decode speed (e.g. +-30 %) and the contention parameters
 (overlap, interference), so a controller has to learn online. `semipd simulate --truth-perturb`,
