@@ -13,11 +13,13 @@ import os
 import sys
 from collections.abc import Sequence
 
+from semipd.agent import lifecycle
 from semipd.agent.admin import AdminServer
 from semipd.agent.auth import TokenError, TokenFile
 from semipd.agent.drivers import DRIVERS, HealthEndpoint
 from semipd.agent.split import Split, SplitBounds
-from semipd.agent.supervisor import Settings, Supervisor
+from semipd.agent.supervision import Settings
+from semipd.agent.supervisor import Supervisor
 
 log = logging.getLogger("semipd.agent")
 
@@ -162,7 +164,7 @@ def settings_from_args(ns: argparse.Namespace, engine_argv: list[str]) -> tuple[
 
 async def _run(settings: Settings, host: str, port: int, tokens: TokenFile) -> int:
     supervisor = Supervisor(settings, os.environ)
-    supervisor.install_signal_handlers()
+    lifecycle.install_signal_handlers(supervisor)
     admin = AdminServer(supervisor, tokens, host, port)
     await admin.start()
     try:

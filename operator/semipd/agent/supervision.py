@@ -11,6 +11,13 @@ from semipd.agent.drivers import Driver, HealthEndpoint
 from semipd.agent.procs import ChildProcess
 from semipd.agent.split import Split, SplitBounds
 
+STARTING = "starting"
+RUNNING = "running"
+SWITCHING = "switching"
+RESTARTING = "restarting"
+DRAINING = "draining"
+STOPPED = "stopped"
+
 
 class SupervisionError(RuntimeError):
     """A process did not come up, died, or the control API refused a step."""

@@ -13,35 +13,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
-import signal
 import time
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
-from semipd.agent import drivers, engineprobe, httpwire
+from semipd.agent import drivers, engineprobe, lifecycle
 from semipd.agent.agentmetrics import AgentMetrics
 from semipd.agent.control import ControlClient, ControlError
 from semipd.agent.mps import MpsDaemon, plan_mps
 from semipd.agent.procs import ChildProcess, exit_status
-from semipd.agent.runpaths import control_socket, pids_file
+from semipd.agent.runpaths import control_socket
 from semipd.agent.split import Split
-from semipd.agent.supervision import Settings, SupervisionError, SwitchFailed, SwitchRecord, SwitchRejected, Worker
-
-__all__ = ["Settings", "SupervisionError", "Supervisor", "SwitchFailed", "SwitchRecord", "SwitchRejected", "Worker"]
+from semipd.agent.supervision import (
+    DRAINING,
+    RESTARTING,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    SWITCHING,
+    Settings,
+    SupervisionError,
+    SwitchFailed,
+    SwitchRecord,
+    SwitchRejected,
+    Worker,
+)
 
 log = logging.getLogger("semipd.agent")
 
-STARTING = "starting"
-RUNNING = "running"
-SWITCHING = "switching"
-RESTARTING = "restarting"
-DRAINING = "draining"
-STOPPED = "stopped"
 
-FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 CRASH_STREAK_WINDOW = 30.0  # s: a worker crash within this long of the previous one backs off further
 
 
@@ -99,47 +100,10 @@ class Supervisor:
         }
 
     def _write_pids(self) -> None:
-        doc = {
-            "agent": os.getpid(),
-            "engine": self.owner.pid if self.owner and self.owner.returncode is None else None,
-            "workers": {str(w.id): w.child.pid for w in self.workers.values() if w.child.returncode is None},
-        }
-        path = pids_file(self.s.run_dir)
-        tmp = f"{path}.tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump(doc, f)
-            os.replace(tmp, path)
-        except OSError as e:
-            log.warning("cannot write %s: %s", path, e)
+        lifecycle.write_pids(self)
 
     def status(self) -> dict[str, Any]:
-        return {
-            "engine": self.driver.kind,
-            "switchMode": self.driver.switch_mode,
-            "supported": self.driver.supports_split,
-            "unsupportedReason": self.driver.unsupported_reason or None,
-            "state": self.state,
-            **self.split.to_json(),
-            "pending": None if self.pending is None else self.pending.to_json(),
-            "activeWorker": None if self.active is None else self._worker_json(self.active),
-            "workers": [self._worker_json(w) for w in sorted(self.workers.values(), key=lambda w: w.id)],
-            "switchesTotal": int(self.metrics.switches.value()),
-            "failedSwitchesTotal": int(self.metrics.failed_switches.value()),
-            "workerRestartsTotal": int(self.metrics.worker_restarts.value()),
-            "lastSwitch": None if self.last_switch is None else self.last_switch.to_json(),
-            "lastError": self.last_error,
-            "bounds": {
-                "prefillMin": self.s.bounds.prefill_min,
-                "prefillMax": self.s.bounds.prefill_max,
-                "decodeMin": self.s.bounds.decode_min,
-                "decodeMax": self.s.bounds.decode_max,
-            },
-        }
-
-    @staticmethod
-    def _worker_json(w: Worker) -> dict[str, Any]:
-        return {"id": w.id, "percent": w.percent, "pid": w.child.pid, "alive": w.child.returncode is None}
+        return lifecycle.status(self)
 
     @property
     def ready(self) -> bool:
@@ -449,18 +413,6 @@ class Supervisor:
         self._stop_requested = True
         self._wake.set()
 
-    def forward_signal(self, sig: int) -> None:
-        if self.owner is not None and self.owner.returncode is None:
-            log.info("forwarding signal %d to engine pid %d", sig, self.owner.pid)
-            self.owner.signal_group(sig)
-
-    def install_signal_handlers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
-        for sig in FORWARDED_SIGNALS:
-            loop.add_signal_handler(sig, self.forward_signal, sig)
-
     def _finished(self) -> bool:
         return self._stop_requested or self._owner_exit is not None
 
@@ -489,54 +441,5 @@ class Supervisor:
                 self._wake.clear()
         return await self._shutdown()
 
-    async def _drain_engine(self) -> None:
-        deadline = time.monotonic() + self.s.drain_timeout
-        owner = self.owner
-        if owner is None or owner.returncode is not None:
-            return
-        if self.driver.switch_mode == drivers.STANDBY_SWAP:
-            try:
-                remaining = await self.control.drain()
-                while remaining and time.monotonic() < deadline:
-                    await asyncio.sleep(self.s.poll_interval * 5)
-                    remaining = (await self.control.state()).inflight_requests
-                log.info("drain finished with %d request(s) in flight", remaining)
-            except ControlError as e:
-                log.warning("drain through the control API failed: %s", e)
-        else:
-            owner.signal_group(signal.SIGTERM)
-            with contextlib.suppress(*httpwire.TIMEOUT_ERRORS):
-                await asyncio.wait_for(owner.wait(), max(0.0, deadline - time.monotonic()))
-
     async def _shutdown(self) -> int:
-        drain = self._stop_requested and self._exit_override is None
-        self.state = DRAINING
-        background = [t for t in self._tasks if not t.done()]
-        for task in background:
-            task.cancel()
-        if background:
-            await asyncio.gather(*background, return_exceptions=True)
-        if drain and self.s.drain_delay > 0:
-            # Lame duck: readiness already says draining, but keep admitting while routers and
-            # endpoint lists catch up (what a preStop sleep does for servers that stop at once).
-            log.info("still serving for %.1fs so routers stop sending first", self.s.drain_delay)
-            await asyncio.sleep(self.s.drain_delay)
-        if drain:
-            await self._drain_engine()
-        await asyncio.gather(*(w.child.stop(self.s.stop_timeout) for w in list(self.workers.values())))
-        self.workers.clear()
-        self.active = None
-        rc = 1
-        if self.owner is not None:
-            rc = await self.owner.stop(self.s.stop_timeout)
-        if self.mps is not None:
-            try:
-                await self.mps.stop()
-            except OSError as e:
-                log.warning("stopping MPS daemon failed: %s", e)
-        self.state = STOPPED
-        self.metrics.engine_up.set(0)
-        self._write_pids()
-        status = self._exit_override if self._exit_override is not None else exit_status(rc)
-        log.info("agent exiting with status %d", status)
-        return status
+        return await lifecycle.shutdown(self)
