@@ -27,12 +27,13 @@ from semipd.policy.estimator import Estimator, Fit
 from semipd.policy.observation import PodObservation
 from semipd.policy.state import Prediction, SplitChange
 
-ITL_MARGIN = 0.03
+ITL_MARGIN = 0.10
 """Fraction of the ITL SLO a chosen split keeps free in prediction (model error, bucket rounding)."""
-MEASURED_MARGIN = 0.0
-"""A measured p99 ITL above (1 - this) x SLO never gets less decode. Zero: engines' ITL histograms are
-coarse near typical SLOs (SGLang: 40 ms, 50 ms, 75 ms edges), so a reading just under the SLO only
-says the p99 lies in the bucket below it; the model (calibrated per share) decides within it."""
+MEASURED_MARGIN = 0.10
+"""A measured p99 ITL above (1 - this) x SLO never gets less decode. Engines' ITL histograms are coarse
+near typical SLOs (SGLang: 40, 50, 75 ms edges), so this is conservative; at 0 (and a 3 % prediction
+margin) the fair judge's per-window token-level p99 ITL failed in most windows (azure-conv 22/s:
+38.9 % vs 98.0 % at 10 %)."""
 RATE_MARGIN = 0.15
 """Splits are judged at this much more than the projected arrival rate (Poisson noise within a window)."""
 FEED_FORWARD_CAP = 1.5
