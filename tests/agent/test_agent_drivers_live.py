@@ -7,9 +7,14 @@ runs for real against it.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+import urllib.request
 from collections.abc import Callable
+from typing import Any
 
+from semipd.agent.engineprobe import inflight_from_metrics
 from semipd.sim.engine.localpod import LocalPod, PodOptions
 
 
@@ -80,3 +85,56 @@ def test_engine_without_split_support_answers_422(pod_factory: Callable[..., Loc
     assert status == 422
     assert body["reason"] == "UnsupportedByEngine"
     assert "vLLM" in body["error"]
+
+
+def test_restart_mode_drains_in_flight_requests_before_the_relaunch(pod_factory: Callable[..., LocalPod]) -> None:
+    # Real time (speedup 1): a 400-token completion takes seconds; the split change arrives while it
+    # runs. The agent waits for it (drain) before it stops the engine, so it completes in full; the
+    # SIGTERM grace is 0.5 s, so without that wait the engine would be killed mid-request (checked
+    # with --restart-drain-timeout 0: the client's connection breaks).
+    pod = pod_factory(
+        PodOptions(
+            driver="sglang-semipd",
+            speedup=1.0,
+            prefill_percent=60,
+            decode_percent=100,
+            agent_args=[
+                "--restart-drain-seconds",
+                "0.1",
+                "--restart-timeout",
+                "20",
+                "--restart-drain-timeout",
+                "60",
+                "--drain-timeout",
+                "0.5",
+            ],
+        )
+    )
+    first_engine = pod.pids()["engine"]
+    result: dict[str, Any] = {}
+
+    def complete() -> None:
+        body = json.dumps({"model": "llama-3-8b", "prompt": "hello " * 50, "max_tokens": 400}).encode()
+        req = urllib.request.Request(f"{pod.engine_url}/v1/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            result["status"] = resp.status
+            result["body"] = json.loads(resp.read())
+
+    client = threading.Thread(target=complete)
+    client.start()
+    deadline = time.monotonic() + 10
+    while (inflight_from_metrics(pod.engine_metrics_text()) or 0) < 1:
+        assert time.monotonic() < deadline, "the request never started"
+        time.sleep(0.02)
+    status, _ = pod.put_split(40, 90, wait=False)
+    assert status == 202
+    client.join(timeout=60)
+    assert result["status"] == 200
+    assert result["body"]["usage"]["completion_tokens"] == 400
+    # The relaunch happened after the request was done.
+    deadline = time.monotonic() + 30
+    while pod.admin("GET", "/v1/split")[1]["pending"] is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert pod.pids()["engine"] != first_engine
+    assert gauge(pod.engine_metrics_text(), "semipd_sim:prefill_percent") == 40

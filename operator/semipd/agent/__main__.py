@@ -13,11 +13,13 @@ import os
 import sys
 from collections.abc import Sequence
 
+from semipd.agent import lifecycle
 from semipd.agent.admin import AdminServer
 from semipd.agent.auth import TokenError, TokenFile
 from semipd.agent.drivers import DRIVERS, HealthEndpoint
 from semipd.agent.split import Split, SplitBounds
-from semipd.agent.supervisor import Settings, Supervisor
+from semipd.agent.supervision import Settings
+from semipd.agent.supervisor import Supervisor
 
 log = logging.getLogger("semipd.agent")
 
@@ -82,6 +84,12 @@ def build_parser(prog: str = "semipd-agent") -> argparse.ArgumentParser:
         default=5.0,
         help="restart mode: s with readiness off before the engine is relaunched",
     )
+    p.add_argument(
+        "--restart-drain-timeout",
+        type=float,
+        default=300.0,
+        help="restart mode: longest s to wait for in-flight requests to finish before the relaunch",
+    )
     p.add_argument("--restart-timeout", type=float, default=900.0, help="restart mode: s for the relaunch")
     p.add_argument("--poll-interval", type=float, default=0.02, help="s between control-socket polls")
     p.add_argument(
@@ -145,6 +153,7 @@ def settings_from_args(ns: argparse.Namespace, engine_argv: list[str]) -> tuple[
         drain_delay=ns.drain_delay,
         stop_timeout=ns.stop_timeout,
         restart_drain_seconds=ns.restart_drain_seconds,
+        restart_drain_timeout=ns.restart_drain_timeout,
         restart_timeout=ns.restart_timeout,
         poll_interval=ns.poll_interval,
         mps=ns.mps,
@@ -155,7 +164,7 @@ def settings_from_args(ns: argparse.Namespace, engine_argv: list[str]) -> tuple[
 
 async def _run(settings: Settings, host: str, port: int, tokens: TokenFile) -> int:
     supervisor = Supervisor(settings, os.environ)
-    supervisor.install_signal_handlers()
+    lifecycle.install_signal_handlers(supervisor)
     admin = AdminServer(supervisor, tokens, host, port)
     await admin.start()
     try:

@@ -21,7 +21,8 @@ from semipd.agent.auth import TokenError, TokenFile, bearer_matches
 from semipd.agent.experts import ExpertsEndpoint
 from semipd.agent.promtext import CONTENT_TYPE
 from semipd.agent.split import SplitRequestError, parse_split_request
-from semipd.agent.supervisor import Supervisor, SwitchFailed, SwitchRejected
+from semipd.agent.supervision import SwitchFailed, SwitchRejected
+from semipd.agent.supervisor import Supervisor
 
 log = logging.getLogger("semipd.agent.admin")
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from semipd.agent import httpwire
 from semipd.agent.runpaths import control_socket
-from semipd.agent.supervisor import DRAINING, RESTARTING, STARTING, STOPPED, SWITCHING, Supervisor
+from semipd.agent.supervision import DRAINING, RESTARTING, STARTING, STOPPED, SWITCHING
+from semipd.agent.supervisor import Supervisor
 
 FORMAT = "semipd.io/expert-placement"
 FORMAT_VERSION = 1

@@ -4,105 +4,46 @@ standby_swap: start a standby prefill worker with the new share, wait until the 
 it attached and ready, activate it (the owner switches at a batch boundary), wait for the old worker
 to finish its in-flight batch, stop it. Any failure before activation leaves the old worker active
 (rollback). A crashed active worker is replaced with the same share; if the decode owner dies the
-agent exits with its status. restart: relaunch the engine with the new split's env, rolling back to
-the old split if the new launch does not become healthy.
+agent exits with its status. restart: readiness off, wait until the engine holds no request (drain),
+relaunch the engine with the new split's env, rolling back to the old split if the new launch does
+not become healthy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
-import signal
 import time
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from semipd.agent import drivers, httpwire
+from semipd.agent import drivers, engineprobe, lifecycle
 from semipd.agent.agentmetrics import AgentMetrics
 from semipd.agent.control import ControlClient, ControlError
-from semipd.agent.drivers import Driver, HealthEndpoint
 from semipd.agent.mps import MpsDaemon, plan_mps
 from semipd.agent.procs import ChildProcess, exit_status
-from semipd.agent.runpaths import control_socket, pids_file
-from semipd.agent.split import Split, SplitBounds
+from semipd.agent.runpaths import control_socket
+from semipd.agent.split import Split
+from semipd.agent.supervision import (
+    DRAINING,
+    RESTARTING,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    SWITCHING,
+    Settings,
+    SupervisionError,
+    SwitchFailed,
+    SwitchRecord,
+    SwitchRejected,
+    Worker,
+)
 
 log = logging.getLogger("semipd.agent")
 
-STARTING = "starting"
-RUNNING = "running"
-SWITCHING = "switching"
-RESTARTING = "restarting"
-DRAINING = "draining"
-STOPPED = "stopped"
 
-FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 CRASH_STREAK_WINDOW = 30.0  # s: a worker crash within this long of the previous one backs off further
-
-
-class SupervisionError(RuntimeError):
-    """A process did not come up, died, or the control API refused a step."""
-
-
-class SwitchFailed(SupervisionError):
-    """A split change failed; the previous split is still in force unless the message says otherwise."""
-
-
-class SwitchRejected(Exception):
-    """A split change refused before starting (busy, unsupported, not ready)."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Settings:
-    driver: Driver
-    engine_argv: tuple[str, ...]
-    run_dir: str
-    initial: Split
-    bounds: SplitBounds
-    startup_timeout: float = 900.0
-    switch_timeout: float = 120.0
-    worker_drain_timeout: float = 60.0
-    drain_timeout: float = 25.0
-    drain_delay: float = 0.0
-    stop_timeout: float = 5.0
-    restart_drain_seconds: float = 5.0
-    restart_timeout: float = 900.0
-    poll_interval: float = 0.02
-    restart_backoff_max: float = 10.0
-    mps: str = "auto"
-    health: HealthEndpoint | None = None
-
-
-@dataclass
-class Worker:
-    id: int
-    percent: int
-    child: ChildProcess
-
-
-@dataclass(frozen=True)
-class SwitchRecord:
-    previous: Split
-    target: Split
-    duration: float
-    finished_at: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "from": self.previous.to_json(),
-            "to": self.target.to_json(),
-            "durationSeconds": round(self.duration, 6),
-            "finishedAt": self.finished_at,
-        }
 
 
 class Supervisor:
@@ -159,47 +100,10 @@ class Supervisor:
         }
 
     def _write_pids(self) -> None:
-        doc = {
-            "agent": os.getpid(),
-            "engine": self.owner.pid if self.owner and self.owner.returncode is None else None,
-            "workers": {str(w.id): w.child.pid for w in self.workers.values() if w.child.returncode is None},
-        }
-        path = pids_file(self.s.run_dir)
-        tmp = f"{path}.tmp"
-        try:
-            with open(tmp, "w") as f:
-                json.dump(doc, f)
-            os.replace(tmp, path)
-        except OSError as e:
-            log.warning("cannot write %s: %s", path, e)
+        lifecycle.write_pids(self)
 
     def status(self) -> dict[str, Any]:
-        return {
-            "engine": self.driver.kind,
-            "switchMode": self.driver.switch_mode,
-            "supported": self.driver.supports_split,
-            "unsupportedReason": self.driver.unsupported_reason or None,
-            "state": self.state,
-            **self.split.to_json(),
-            "pending": None if self.pending is None else self.pending.to_json(),
-            "activeWorker": None if self.active is None else self._worker_json(self.active),
-            "workers": [self._worker_json(w) for w in sorted(self.workers.values(), key=lambda w: w.id)],
-            "switchesTotal": int(self.metrics.switches.value()),
-            "failedSwitchesTotal": int(self.metrics.failed_switches.value()),
-            "workerRestartsTotal": int(self.metrics.worker_restarts.value()),
-            "lastSwitch": None if self.last_switch is None else self.last_switch.to_json(),
-            "lastError": self.last_error,
-            "bounds": {
-                "prefillMin": self.s.bounds.prefill_min,
-                "prefillMax": self.s.bounds.prefill_max,
-                "decodeMin": self.s.bounds.decode_min,
-                "decodeMax": self.s.bounds.decode_max,
-            },
-        }
-
-    @staticmethod
-    def _worker_json(w: Worker) -> dict[str, Any]:
-        return {"id": w.id, "percent": w.percent, "pid": w.child.pid, "alive": w.child.returncode is None}
+        return lifecycle.status(self)
 
     @property
     def ready(self) -> bool:
@@ -271,25 +175,7 @@ class Supervisor:
         raise SupervisionError(f"decode owner control socket not up within {timeout}s: {last}")
 
     async def _await_engine_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        health = self.s.health
-        last = "no health endpoint"
-        while True:
-            self._check_owner()
-            if health is None:
-                return
-            try:
-                resp = await httpwire.request_tcp(health.host, health.port, "GET", health.path, timeout=2.0)
-                if resp.status == 200:
-                    return
-                last = f"status {resp.status}"
-            except (OSError, httpwire.HttpError, *httpwire.TIMEOUT_ERRORS) as e:
-                last = repr(e)
-            if time.monotonic() > deadline:
-                raise SupervisionError(
-                    f"engine health http://{health.host}:{health.port}{health.path} not OK within {timeout}s: {last}"
-                )
-            await asyncio.sleep(self.s.poll_interval * 10)
+        await engineprobe.await_healthy(self.s.health, self._check_owner, timeout, self.s.poll_interval * 10)
 
     async def _start_worker(self, percent: int, timeout: float) -> Worker:
         wid = self._next_worker_id
@@ -482,7 +368,12 @@ class Supervisor:
     async def _switch_restart(self, target: Split) -> None:
         self.state = RESTARTING
         self.metrics.engine_up.set(0)
+        # Readiness is off: routers stop sending (lame duck), then what the engine holds finishes
+        # before it is stopped, so a split change loses no request.
         await asyncio.sleep(self.s.restart_drain_seconds)
+        left = await engineprobe.await_idle(self.s.health, self.s.restart_drain_timeout, self.s.poll_interval * 10)
+        if left:
+            log.warning("restart drain timed out with %d request(s) in flight; restarting anyway", left)
         if self.owner is not None:
             await self.owner.stop(self.s.drain_timeout)
         try:
@@ -522,18 +413,6 @@ class Supervisor:
         self._stop_requested = True
         self._wake.set()
 
-    def forward_signal(self, sig: int) -> None:
-        if self.owner is not None and self.owner.returncode is None:
-            log.info("forwarding signal %d to engine pid %d", sig, self.owner.pid)
-            self.owner.signal_group(sig)
-
-    def install_signal_handlers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
-        for sig in FORWARDED_SIGNALS:
-            loop.add_signal_handler(sig, self.forward_signal, sig)
-
     def _finished(self) -> bool:
         return self._stop_requested or self._owner_exit is not None
 
@@ -562,54 +441,5 @@ class Supervisor:
                 self._wake.clear()
         return await self._shutdown()
 
-    async def _drain_engine(self) -> None:
-        deadline = time.monotonic() + self.s.drain_timeout
-        owner = self.owner
-        if owner is None or owner.returncode is not None:
-            return
-        if self.driver.switch_mode == drivers.STANDBY_SWAP:
-            try:
-                remaining = await self.control.drain()
-                while remaining and time.monotonic() < deadline:
-                    await asyncio.sleep(self.s.poll_interval * 5)
-                    remaining = (await self.control.state()).inflight_requests
-                log.info("drain finished with %d request(s) in flight", remaining)
-            except ControlError as e:
-                log.warning("drain through the control API failed: %s", e)
-        else:
-            owner.signal_group(signal.SIGTERM)
-            with contextlib.suppress(*httpwire.TIMEOUT_ERRORS):
-                await asyncio.wait_for(owner.wait(), max(0.0, deadline - time.monotonic()))
-
     async def _shutdown(self) -> int:
-        drain = self._stop_requested and self._exit_override is None
-        self.state = DRAINING
-        background = [t for t in self._tasks if not t.done()]
-        for task in background:
-            task.cancel()
-        if background:
-            await asyncio.gather(*background, return_exceptions=True)
-        if drain and self.s.drain_delay > 0:
-            # Lame duck: readiness already says draining, but keep admitting while routers and
-            # endpoint lists catch up (what a preStop sleep does for servers that stop at once).
-            log.info("still serving for %.1fs so routers stop sending first", self.s.drain_delay)
-            await asyncio.sleep(self.s.drain_delay)
-        if drain:
-            await self._drain_engine()
-        await asyncio.gather(*(w.child.stop(self.s.stop_timeout) for w in list(self.workers.values())))
-        self.workers.clear()
-        self.active = None
-        rc = 1
-        if self.owner is not None:
-            rc = await self.owner.stop(self.s.stop_timeout)
-        if self.mps is not None:
-            try:
-                await self.mps.stop()
-            except OSError as e:
-                log.warning("stopping MPS daemon failed: %s", e)
-        self.state = STOPPED
-        self.metrics.engine_up.set(0)
-        self._write_pids()
-        status = self._exit_override if self._exit_override is not None else exit_status(rc)
-        log.info("agent exiting with status %d", status)
-        return status
+        return await lifecycle.shutdown(self)

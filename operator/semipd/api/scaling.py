@@ -91,7 +91,8 @@ class SemiPDSpec(ApiModel):
     """Highest decode share the autoscaler may set."""
 
     step_percent: int = Field(default=10, ge=1, le=50)
-    """Largest change of either share in one decision."""
+    """Spacing of the grid of shares the autoscaler searches (both shares, from each minimum, plus each
+    maximum); a split change jumps to the predicted best point of that grid in one decision."""
 
 
 class SLOSpec(ApiModel):

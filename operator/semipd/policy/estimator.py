@@ -2,15 +2,19 @@
 or replica change before making it.
 
 Form (Semi-PD §5, Eq. 4, extended): TTFT_p99(x, r) = a1 / (x' - r * l100) + b1 and
-ITL_p99(y, r) = c * step(batch(r), y'), where x', y' are the *effective* prefill/decode shares
+ITL_p99(x, y, r) = c * step(batch(r), share), where x', y' are the *effective* prefill/decode shares
 under MPS contention (`contended_shares`), r the per-replica arrival rate, l100 the prefill time of
 a mean prompt at full share, and step() the roofline decode-step time of the latency model. The
-model gives the structure and priors; observations fit a1, l100 and c, so a wrong hardware
-profile is corrected by what Prometheus actually shows.
+decode step runs at the contended share y' only while a prefill batch runs (a fraction
+rho = r * l100 / x' of the time) and at its own cap y otherwise; the token-level p99 is the
+contended step once more than 1 % of the tokens are generated under contention. The model gives
+the structure and priors; observations fit a1, l100 and c, so a wrong hardware profile is
+corrected by what Prometheus actually shows.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -25,6 +29,8 @@ DEFAULT_OUTPUT_TOKENS = 256.0
 MAX_SAMPLES = 24
 SATURATED_S = 1e6
 """Stand-in TTFT for a saturated replica (arrivals faster than prefill can serve)."""
+ITL_QUANTILE = 0.99
+"""The ITL SLO is a token-level p99: contended steps set it once more than 1 % of tokens see them."""
 _L100_GRID = tuple(2.0 ** (k / 4.0) for k in range(-8, 9))  # 0.25x .. 4x of the prior
 
 
@@ -42,6 +48,8 @@ class Sample:
     batch: float | None
     queued: float | None = None
     """Requests waiting for prefill at the end of the window."""
+    split: tuple[int, int] | None = None
+    """The configured (prefill, decode) percentages the pod ran."""
 
     @property
     def saturated(self) -> bool:
@@ -60,7 +68,11 @@ class Fit:
     a1: float | None = None
     """Fitted TTFT amplitude (seconds x share); None until observed."""
     itl_scale: float = 1.0
-    """Observed / modelled ITL (EWMA)."""
+    """Observed / modelled ITL (median of recent windows): the scale where no share was observed."""
+    itl_by_share: tuple[tuple[float, float], ...] = ()
+    """(contended decode share, observed / modelled ITL) per share observed, ascending: the roofline's
+    error grows as decode's share shrinks, so one scale fitted at a large share would promise too much
+    at a small one. Interpolated between shares, flat beyond them."""
     samples: tuple[Sample, ...] = ()
 
     def observe(self, sample: Sample, prompt_tokens: float | None, output_tokens: float | None) -> Fit:
@@ -90,11 +102,11 @@ class Estimator:
     def a1(self) -> float:
         return self.fit.a1 if self.fit.a1 is not None else P99_FACTOR * self.l100()
 
-    def _step(self, batch: float, decode_share: float) -> float:
+    def _step(self, batch: float, decode_share: float, prefill_running: bool = True) -> float:
         b = max(1, round(batch))
         context = self.fit.prompt_tokens + self.fit.output_tokens / 2.0
         share = min(1.0, max(decode_share, 0.01))
-        return self.model.decode_step_time(b, int(b * context), share, prefill_running=True)
+        return self.model.decode_step_time(b, int(b * context), share, prefill_running=prefill_running)
 
     # --- predictions --------------------------------------------------------------------------------
 
@@ -115,10 +127,56 @@ class Estimator:
             batch = max(1.0, rate * self.fit.output_tokens * self._step(batch, decode_share))
         return batch
 
-    def itl(self, prefill_pct: int, decode_pct: int, rate: float) -> float:
-        """Predicted p99 ITL (s) at a split and per-replica arrival rate."""
-        _, y = contended_shares(prefill_pct / 100.0, decode_pct / 100.0)
-        return self.fit.itl_scale * self._step(self.batch(y, rate), y)
+    def prefill_busy(self, prefill_pct: int, decode_pct: int, rate: float) -> float:
+        """Fraction of time a prefill batch runs (0-1) at a split and per-replica arrival rate."""
+        x, _ = contended_shares(prefill_pct / 100.0, decode_pct / 100.0)
+        return min(1.0, rate * self.l100() / x)
+
+    def itl(self, prefill_pct: int, decode_pct: int, rate: float, batch: float | None = None) -> float:
+        """Predicted token-level p99 ITL (s) at a split and per-replica arrival rate (or decode batch)."""
+        _, contended = contended_shares(prefill_pct / 100.0, decode_pct / 100.0)
+        busy = self.prefill_busy(prefill_pct, decode_pct, rate)
+        alone = min(1.0, decode_pct / 100.0)
+        if busy > 1.0 - ITL_QUANTILE:
+            share, under_prefill = contended, True
+        else:
+            share, under_prefill = alone, False
+        b = batch if batch is not None else self.batch(share, rate)
+        return self.itl_scale(contended) * self._step(max(1.0, b), share, under_prefill)
+
+    def itl_scale(self, contended: float) -> float:
+        """Observed / modelled ITL at a contended decode share (see Fit.itl_by_share)."""
+        pts = self.fit.itl_by_share
+        if not pts:
+            return self.fit.itl_scale
+        if contended <= pts[0][0]:
+            return pts[0][1]
+        for (y0, r0), (y1, r1) in itertools.pairwise(pts):
+            if contended <= y1:
+                return r0 + (r1 - r0) * (contended - y0) / (y1 - y0)
+        return pts[-1][1]
+
+    def ttft_attainment(self, prefill_pct: int, decode_pct: int, rate: float, ttft_slo: float) -> float:
+        """Predicted fraction of requests whose TTFT meets `ttft_slo`: an exponential tail through the
+        predicted p99 (queueing delay's tail is near exponential), so p99 == SLO gives 0.99."""
+        p99 = self.ttft(prefill_pct, decode_pct, rate)
+        return 1.0 - math.exp(-ttft_slo * math.log(100.0) / max(p99, 1e-9))
+
+    def pinned(self, sample: Sample, itl: bool = True) -> Estimator:
+        """This estimator pinned to one pod's own observation (a1 and, with `itl`, the ITL scale from
+        this pod), so that it reproduces the observation at the pod's split and still ranks the others."""
+        room = sample.prefill_share - sample.rate * self.l100()
+        fit = self.fit
+        if room > 0:
+            fit = replace(fit, a1=sample.ttft * room)
+        if itl and sample.itl is not None and sample.batch is not None and sample.split is not None:
+            modelled = _raw(self.model, fit).itl(*sample.split, sample.rate, sample.batch)
+            if modelled > 0:
+                share = round(sample.decode_share, 3)
+                pts = {y: r for y, r in fit.itl_by_share if y != share}
+                pts[share] = sample.itl / modelled
+                fit = replace(fit, itl_scale=sample.itl / modelled, itl_by_share=tuple(sorted(pts.items())))
+        return Estimator(self.model, fit)
 
     def headroom(self, prefill_pct: int, decode_pct: int, rate: float, ttft_slo: float, itl_slo: float) -> float:
         """min over both SLOs of (SLO - predicted) / SLO; negative means a predicted violation."""
@@ -138,20 +196,33 @@ class Estimator:
         return best, best_h
 
     def capacity(self, candidates: Sequence[tuple[int, int]], ttft_slo: float, itl_slo: float, margin: float) -> float:
-        """Highest per-replica arrival rate at which some candidate split keeps `margin` headroom."""
-
-        def ok(rate: float) -> bool:
-            return self.best_split(candidates, rate, ttft_slo, itl_slo)[1] >= margin
-
-        if not ok(0.0):
+        """Highest per-replica arrival rate at which some candidate split keeps `margin` headroom on both
+        SLOs. TTFT's limit is closed-form; ITL (increasing in the rate) is bisected only for candidates
+        whose TTFT limit beats the best found so far."""
+        ttft_cap, itl_cap = ttft_slo * (1.0 - margin), itl_slo * (1.0 - margin)
+        if ttft_cap <= 0 or itl_cap <= 0:
             return 0.0
-        lo, hi = 0.0, 1.0
-        while ok(hi) and hi < 1e6:
-            lo, hi = hi, hi * 2.0
-        for _ in range(20):
-            mid = (lo + hi) / 2.0
-            lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-        return lo
+        l100 = self.l100()
+        limits = []
+        for x, y in candidates:
+            share = contended_shares(x / 100.0, y / 100.0)[0]
+            limits.append(((share - self.a1() / ttft_cap) / l100, (x, y)))
+        limits.sort(key=lambda item: -item[0])
+        best = 0.0
+        for r_ttft, c in limits:
+            if r_ttft <= best:
+                break
+            if self.itl(*c, r_ttft) <= itl_cap:
+                best = r_ttft
+                continue
+            if self.itl(*c, best) > itl_cap:
+                continue
+            lo, hi = best, r_ttft
+            for _ in range(16):
+                mid = (lo + hi) / 2.0
+                lo, hi = (mid, hi) if self.itl(*c, mid) <= itl_cap else (lo, mid)
+            best = lo
+        return max(0.0, best)
 
 
 def refit(model: LatencyModel, fit: Fit) -> Fit:
@@ -184,13 +255,28 @@ def refit(model: LatencyModel, fit: Fit) -> Fit:
     if best is not None:
         out = replace(out, l100_scale=best[1], a1=best[2])
     itl_ratios = []
-    est = Estimator(model, out)
-    for s in samples[-6:]:
+    by_share: dict[float, list[float]] = {}
+    est = _raw(model, out)
+    for i, s in enumerate(samples):
         if s.itl is not None and s.itl > 0 and s.batch is not None:
-            modelled = est._step(max(1.0, s.batch), s.decode_share)
+            modelled = est.itl(*s.split, s.rate, s.batch) if s.split else est._step(max(1.0, s.batch), s.decode_share)
             if modelled > 0:
-                itl_ratios.append(s.itl / modelled)
+                by_share.setdefault(round(s.decode_share, 3), []).append(s.itl / modelled)
+                if i >= len(samples) - 6:
+                    itl_ratios.append(s.itl / modelled)
     if itl_ratios:
         itl_ratios.sort()
         out = replace(out, itl_scale=itl_ratios[len(itl_ratios) // 2])
+    if by_share:
+        out = replace(out, itl_by_share=tuple(sorted((y, _median(r)) for y, r in by_share.items())))
     return out
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return v[len(v) // 2]
+
+
+def _raw(model: LatencyModel, fit: Fit) -> Estimator:
+    """The estimator without any ITL calibration (what the ratios are taken against)."""
+    return Estimator(model, replace(fit, itl_scale=1.0, itl_by_share=()))

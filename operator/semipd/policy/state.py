@@ -14,6 +14,21 @@ from semipd.policy.estimator import Fit
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """What a split change predicted for its pod, kept until a settled window can check it."""
+
+    time: float
+    prefill_percent: int
+    decode_percent: int
+    ttft: float
+    """Predicted p99 TTFT (s) at the new split."""
+    itl: float
+    """Predicted token-level p99 ITL (s) at the new split."""
+    rate: float
+    """Projected per-pod arrival rate the prediction was made for."""
+
+
+@dataclass(frozen=True)
 class ControllerState:
     """Per pod and per node pool memory of the controller."""
 
@@ -31,6 +46,15 @@ class ControllerState:
     """Node pool -> fitted latency curves."""
     fix_expected: Mapping[str, float] = field(default_factory=dict)
     """Pod -> time of a split change predicted to clear its SLO miss (scale-out waits while it settles)."""
+    rates: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """Node pool -> (time, finished requests/s per Ready replica) at the last evaluation (feed-forward)."""
+    restarted: Mapping[str, float] = field(default_factory=dict)
+    """Node pool -> time of its last restart-mode split change (one pod at a time)."""
+    first_seen: Mapping[str, float] = field(default_factory=dict)
+    """Pod -> when it first showed up Ready: its first window mixes start-up (finished requests lag
+    arrivals), so it neither fits nor moves before one window has passed."""
+    predictions: Mapping[str, Prediction] = field(default_factory=dict)
+    """Pod -> what its last split change predicted (checked against the next settled window)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +63,7 @@ class Decision:
 
     time: float
     action: str
-    """SplitChange | ScaleOut | ScaleIn | PoolFallback."""
+    """SplitChange | SplitHeld | SplitOutcome | ScaleOut | ScaleIn | PoolFallback."""
     reason: str
     node_pool: str | None = None
     pod: str | None = None

@@ -9,12 +9,14 @@ boundary; KV reserved for prompt + output at admission; FCFS batches under the t
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
 from semipd.perf import contended_shares
 from semipd.sim.engine.batching import take_prefill_batch
 from semipd.sim.fleet.controller import SetSplit
+from semipd.sim.fleet.instance import SwitchMode
 
 from .helpers import H200_8B, fleet, pool, reqs, run
 
@@ -147,3 +149,35 @@ def test_standby_swap_keeps_the_old_split_serving_until_the_new_worker_is_ready(
     assert done[0].value == "(90, 60)"
     # Prefill swap after one switch cost, decode share one more switch cost later (at a step boundary).
     assert done[0].time >= swap + cost - 1e-9
+
+
+class SwitchBusy(SwitchAt):
+    """Issues one split change, to the pod holding requests, once one does."""
+
+    def control(self, view: Any) -> list[SetSplit]:
+        busy = [i for i in view.pools()["gpu"].ready() if i.held()]
+        if self.done or not busy:
+            return []
+        self.done = True
+        return [SetSplit(busy[0].name, *self.split)]
+
+
+def test_restart_mode_drains_before_it_restarts_and_loses_nothing() -> None:
+    # Two pods; a request in flight on one when its restart-mode split change arrives, and more
+    # arrivals during the drain and the restart: all finish, the new ones on the other pod.
+    items = [(0.0, 2000, 400), *[(1.5 + 0.5 * k, 500, 20) for k in range(40)], (M.restart_cost() + 60.0, 100, 2)]
+    sim = run(fleet(pool(replicas=2, switch_mode=SwitchMode.RESTART)), reqs(*items), SwitchBusy(90, 60))
+    first = sim.requests[0]
+    switched = first.instance.name
+    assert not first.rejected
+    assert first.done
+    assert all(r.done and not r.rejected for r in sim.requests)
+    (done,) = [a for a in sim.actions if a.action == "SplitDone"]
+    assert done.value == "(90, 60)"
+    cost = M.restart_cost()
+    # The restart began only once the in-flight request had finished (drained), then took its cost.
+    assert done.time == pytest.approx(first.finish + cost, rel=1e-6)
+    # Nothing arriving during the drain or the restart was admitted by gpu-0.
+    late = [r for r in sim.requests[1:] if 1.0 < r.arrival < done.time]
+    assert late
+    assert all(r.instance.name != switched for r in late)

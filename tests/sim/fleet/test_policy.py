@@ -102,3 +102,16 @@ def test_full_gpu_pool_falls_back_to_the_ascend_pool() -> None:
     assert result.pools["ascend"]["peak_replicas"] >= 1
     assert result.pools["ascend"]["hardware"] == "ascend-910b3"
     assert result.pools["h200"]["replica_hours"] <= result.duration_s / 3600.0 + 1e-9  # never more than one
+
+
+def test_restart_mode_changes_splits_one_pod_at_a_time_and_loses_nothing() -> None:
+    doc = spec(lo=4, hi=4, prefill=30).model_dump(by_alias=True, exclude_none=True)
+    doc["engine"] = {"kind": "sglang-semipd", "image": "example.com/semipd:1"}
+    s = InferencePoolSpec.model_validate(doc)
+    trace = prepare("azure-conv", context_length=8192, rate=8.0, duration_s=900)
+    result = simulate(fleet_from_spec(s), trace, PolicyController(s))
+    done = [a for a in result.actions if a.action == "SplitDone"]
+    assert done, "the load needs a different split: restart-mode changes must happen"
+    assert result.rejected == {}, "no request lost to a split change (or anything else)"
+    # One pod per node pool at a time: never more than one pod out of Ready for a split change.
+    assert all(ready >= members - 1 for smp in result.timeline for _, members, ready in smp.replicas.values())

@@ -326,7 +326,7 @@ class Simulator:
     def _scrape(self, _: None, now: float) -> None:
         for pool in self._pools.values():
             for inst in (*pool._members, *pool.draining):
-                if inst.state in (State.READY, State.DRAINING):
+                if inst.state in (State.READY, State.DRAINING, State.QUIESCING):
                     self._series[inst.name].scrape(now, inst.counters.snapshot(), inst.gauges())
         self.at(now + self.setup.scrape_s, self._scrape, None)
 

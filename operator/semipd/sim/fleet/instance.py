@@ -27,6 +27,9 @@ class State(Enum):
     STARTING = "starting"
     READY = "ready"
     RESTARTING = "restarting"
+    QUIESCING = "quiescing"
+    """A restart-mode split change is pending: takes no new requests, finishes what it holds, then
+    restarts (the agent's drain), so a split change loses nothing."""
     DRAINING = "draining"
     GONE = "gone"
 

@@ -20,6 +20,9 @@ from semipd.sim.fleet.instance import Host, Instance, InstanceConfig, State, Swi
 from semipd.sim.fleet.metrics import EngineCounters, Gauges
 from semipd.sim.fleet.requests import SimRequest
 
+_PROCESSING = (State.READY, State.DRAINING, State.QUIESCING)
+"""States in which an instance keeps working through what it holds."""
+
 
 class _Batch:
     __slots__ = ("id", "percent", "requests", "start", "worker")
@@ -114,12 +117,12 @@ class SemiPDInstance(Instance):
 
     @property
     def switching(self) -> bool:
-        return self.switch is not None or self.state is State.RESTARTING
+        return self.switch is not None or self.state in (State.RESTARTING, State.QUIESCING)
 
     # --- prefill ------------------------------------------------------------------------------------
 
     def _try_dispatch(self, now: float) -> None:
-        if self.worker_busy or not self.waiting or self.state not in (State.READY, State.DRAINING):
+        if self.worker_busy or not self.waiting or self.state not in _PROCESSING:
             return
         if self.cfg.kv_wait_s is not None:
             self._reject_kv_waiters(now)
@@ -171,7 +174,7 @@ class SemiPDInstance(Instance):
     def _kv_timeout(self, r: SimRequest, now: float) -> None:
         if self._kv_timer is r:
             self._kv_timer = None
-        if self.waiting and self.waiting[0] is r and self.state in (State.READY, State.DRAINING):
+        if self.waiting and self.waiting[0] is r and self.state in _PROCESSING:
             self._reject_kv_waiters(now)
             self._try_dispatch(now)
             self._check_drained(now)
@@ -371,9 +374,20 @@ class SemiPDInstance(Instance):
         self.host.split_done(self, now)
 
     def _restart(self, now: float) -> None:
-        """Restart-mode switch: the engine relaunches with the new split; whatever it held is lost."""
+        """Restart-mode switch: the agent drains the engine first (no new requests; what it holds
+        finishes), then relaunches it with the new split."""
         assert self.role == "serve", "only co-located semi-PD pods restart to change a split"
-        for r in self._drop_all():
+        self.state = State.QUIESCING
+        self._check_drained(now)
+
+    def _check_drained(self, now: float) -> None:
+        if self.state is State.QUIESCING and self.held() == 0:
+            self._relaunch(now)
+            return
+        super()._check_drained(now)
+
+    def _relaunch(self, now: float) -> None:
+        for r in self._drop_all():  # empty after the drain; kept so that nothing can linger unseen
             self.host.dropped(r, now, "restart")
         self.state = State.RESTARTING
         self.host.at(now + self.switch_cost, self._restarted, self.switch)

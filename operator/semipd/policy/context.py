@@ -1,0 +1,114 @@
+"""One plan() call's inputs and scratch space, and the small readings of an observation that the
+split and replica planners share (a pod's fitting sample, SLO headroom, settling)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec
+from semipd.perf import LatencyModel, contended_shares
+from semipd.policy.estimator import Sample
+from semipd.policy.observation import Observation, PodObservation
+from semipd.policy.state import ControllerState, Decision
+
+CAPACITY_MARGIN = 0.10
+"""Headroom (fraction of each SLO) the replica controller provisions for."""
+MIN_WINDOW_REQUESTS = 20.0
+"""Finished requests a pod's window must hold before its p99s drive a split move or a fit (a p99 of a
+handful of requests is noise; Semi-PD's own controller waits for 400)."""
+
+
+@dataclass(frozen=True)
+class PoolContext:
+    """What the planner needs to know about one node pool beyond the spec."""
+
+    model: LatencyModel
+    split_supported: bool
+    split_cost_s: float
+    """Seconds one split change takes (standby swap or restart): the cooldown's floor."""
+    restart: bool = False
+    """A split change relaunches the engine (the pod drains, then serves nothing until it is back)."""
+
+
+def fmt(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.4g}"
+
+
+def headroom(ttft: float | None, itl: float | None, s_ttft: float, s_itl: float) -> float | None:
+    if ttft is None or itl is None:
+        return None
+    return min((s_ttft - ttft) / s_ttft, (s_itl - itl) / s_itl)
+
+
+def sample_of(pod: PodObservation, window_s: float) -> Sample | None:
+    """The pod's window as a fitting sample; None when it is not Ready, idle or unknown."""
+    if (
+        not pod.ready
+        or pod.ttft_p99 is None
+        or pod.request_rate is None
+        or pod.request_rate * window_s < MIN_WINDOW_REQUESTS
+        or pod.prefill_percent is None
+        or pod.decode_percent is None
+    ):
+        return None
+    x, y = contended_shares(pod.prefill_percent / 100.0, pod.decode_percent / 100.0)
+    split = (pod.prefill_percent, pod.decode_percent)
+    return Sample(x, y, pod.request_rate, pod.ttft_p99, pod.itl_p99, pod.running, pod.queued, split)
+
+
+def split_allowed(spec: InferencePoolSpec, ctx: PoolContext) -> bool:
+    moves_splits = spec.autoscaling.mode in (AutoscalingMode.SEMIPD, AutoscalingMode.EXTERNAL)
+    return moves_splits and spec.semi_pd.enabled and ctx.split_supported
+
+
+@dataclass
+class Run:
+    """Mutable scratch space of one plan() call (never escapes it)."""
+
+    spec: InferencePoolSpec
+    obs: Observation
+    state: ControllerState
+    pools: Mapping[str, PoolContext]
+    replicas: dict[str, int]
+    decisions: list[Decision]
+    ttft_slo: float
+    itl_slo: float
+    window_s: float
+    interval_s: float
+    fix_expected: dict[str, float]
+    """Pod -> time of a split change predicted to clear its violation (scale-out waits while it settles)."""
+    rates: dict[str, float]
+    """Node pool -> finished requests/s per Ready replica now (pools without data are absent)."""
+    restarted: dict[str, float]
+    """Node pool -> time of its last restart-mode split change."""
+    first_seen: dict[str, float]
+    """Pod -> when it first showed up Ready (pods of this observation only)."""
+
+    @property
+    def now(self) -> float:
+        return self.obs.time
+
+    def decide(
+        self,
+        action: str,
+        reason: str,
+        message: str,
+        node_pool: str | None = None,
+        pod: str | None = None,
+        **details: float | int | str,
+    ) -> None:
+        self.decisions.append(
+            Decision(self.now, action, reason, node_pool, pod, message, {k: str(v) for k, v in details.items()})
+        )
+
+    def settling(self, pod: str) -> bool:
+        """The pod's split changed, or the pod appeared, within the last observation window: its p99s
+        still mix both splits (or start-up, where finished requests lag arrivals)."""
+        since = max(self.state.last_split_change.get(pod, -math.inf), self.first_seen.get(pod, self.now))
+        return self.now - since < self.window_s
+
+    def awaiting_fix(self, pod: str) -> bool:
+        """The pod's last split change, within the last window, was predicted to clear its SLO miss."""
+        return self.now - self.fix_expected.get(pod, -math.inf) < self.window_s

@@ -1,0 +1,291 @@
+"""The split planner: per pod, the (prefill, decode) shares that maximise the predicted fraction of
+requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chosen model-predictively.
+
+- The whole grid the spec allows is searched jointly (sums above 100 % are legal, as MPS allows);
+  the pod jumps to the predicted optimum rather than stepping.
+- The prediction uses the pool's online fit pinned to the pod's own window, the observed arrival
+  rate projected over the switch's horizon when it rises (feed-forward), and the observed
+  prompt/output mix (in the fit).
+- ITL: a candidate must keep the predicted token-level p99 ITL (contended only while prefill runs)
+  under the SLO with a margin, and a pod whose measured p99 ITL is near the SLO never gets a
+  smaller decode share. With no feasible candidate the pod moves to the least predicted ITL.
+- A switch happens only when its predicted gain (requests that meet TTFT over the time the split
+  is held) beats its cost for the engine's switch mode (requests exposed while it switches).
+- Restart mode is lossless: at most one pod per node pool restarts at a time, only while every
+  other pod is Ready, and only while the other pods' SLO capacity covers the load.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from semipd.perf import contended_shares
+from semipd.policy.context import CAPACITY_MARGIN, PoolContext, Run, fmt, sample_of, split_allowed
+from semipd.policy.estimator import Estimator, Fit
+from semipd.policy.observation import PodObservation
+from semipd.policy.state import Prediction, SplitChange
+
+ITL_MARGIN = 0.10
+"""Fraction of the ITL SLO a chosen split keeps free in prediction (model error, bucket rounding)."""
+MEASURED_MARGIN = 0.10
+"""A measured p99 ITL above (1 - this) x SLO never gets less decode. Engines' ITL histograms are coarse
+near typical SLOs (SGLang: 40, 50, 75 ms edges), so this is conservative; at 0 (and a 3 % prediction
+margin) the fair judge's per-window token-level p99 ITL failed in most windows (azure-conv 22/s:
+38.9 % vs 98.0 % at 10 %)."""
+RATE_MARGIN = 0.15
+"""Splits are judged at this much more than the projected arrival rate (Poisson noise within a window)."""
+FEED_FORWARD_CAP = 1.5
+"""The projected rate is at most this multiple of the observed one."""
+TTFT_FIX = 0.10
+"""A pod missing TTFT switches when the best split cuts its predicted p99 TTFT by at least this."""
+MIN_GAIN = 0.002
+"""Predicted attainment gain below which a switch is noise, whatever its cost."""
+SWITCH_EXPOSURE = {False: 0.1, True: 0.5}
+"""Fraction of a pod's arrivals during one switch that may miss the SLO: standby swap (the old worker
+serves until the new one is up; estimate) and restart (drained, its load goes to the others;
+estimate)."""
+HOLD_COST_MULTIPLE = 5.0
+"""A switch's gain is counted over at least this many of its own durations (cooldown is 3)."""
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    pod: PodObservation
+    split: tuple[int, int]
+    urgent: bool
+    """The current split breaks the ITL constraint or misses TTFT: cost does not gate it."""
+    gain: float
+    """Predicted requests gained over the hold time, net of the switch's cost."""
+    reason: str
+    details: Mapping[str, str]
+    prediction: Prediction
+    fixes: bool
+
+
+def grid(spec_bounds: tuple[int, int, int, int], step: int, around: tuple[int, int]) -> list[tuple[int, int]]:
+    """(prefill, decode) pairs on the spec's grid (bounds, the step between points, and the pod's
+    current split), the current split first, then closest first (ties keep the split that moves least)."""
+    x_lo, x_hi, y_lo, y_hi = spec_bounds
+    xs = sorted({*range(x_lo, x_hi + 1, step), x_hi, *([around[0]] if x_lo <= around[0] <= x_hi else [])})
+    ys = sorted({*range(y_lo, y_hi + 1, step), y_hi, *([around[1]] if y_lo <= around[1] <= y_hi else [])})
+    pairs = [(x, y) for x in xs for y in ys]
+    pairs.sort(key=lambda p: (abs(p[0] - around[0]) + abs(p[1] - around[1]), p))
+    return pairs
+
+
+def bounds(run: Run) -> tuple[int, int, int, int]:
+    sp = run.spec.semi_pd
+    return sp.min_prefill_percent, sp.max_prefill_percent, sp.min_decode_percent, sp.max_decode_percent
+
+
+def growth(run: Run, pool: str) -> float:
+    """Feed-forward: the factor by which the per-replica arrival rate is projected to grow over the
+    next switch (>= 1; a falling rate is not extrapolated, it is simply observed)."""
+    prev = run.state.rates.get(pool)
+    now = run.rates.get(pool)
+    if prev is None or now is None or now <= 0 or run.now <= prev[0]:
+        return 1.0
+    slope = (now - prev[1]) / (run.now - prev[0])
+    if slope <= 0:
+        return 1.0
+    ctx = run.pools[pool]
+    horizon = run.window_s / 2.0 + run.interval_s + ctx.split_cost_s  # a window's rate lags by half of it
+    return min(FEED_FORWARD_CAP, 1.0 + slope * horizon / now)
+
+
+BURSTS = ((1.0, 0.5), (1.25, 0.3), (1.5, 0.2))
+"""(rate multiple, weight): arrivals within a window are bursty (Azure's conversation trace swings
++-50 % minute to minute), so a split's attainment is averaged over these rates (estimate)."""
+
+
+def _score(est: Estimator, split: tuple[int, int], rate: float, ttft_slo: float) -> tuple[float, float]:
+    """(predicted TTFT attainment averaged over bursts, predicted p99 TTFT at `rate`)."""
+    att = sum(w * est.ttft_attainment(*split, rate * k, ttft_slo) for k, w in BURSTS)
+    return att, est.ttft(*split, rate)
+
+
+def _prefill_rank(split: tuple[int, int]) -> tuple[float, int, int]:
+    """Order of splits by what TTFT gets: the contended prefill share, then prefill and decode alone."""
+    return round(contended_shares(split[0] / 100.0, split[1] / 100.0)[0], 4), split[0], split[1]
+
+
+def _decode_shares(split: tuple[int, int]) -> tuple[float, float]:
+    """(decode share while prefill runs, decode share alone)."""
+    return contended_shares(split[0] / 100.0, split[1] / 100.0)[1], split[1] / 100.0
+
+
+def _propose(run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, grow: float) -> _Proposal | None:
+    sample = sample_of(pod, run.window_s)
+    if sample is None or pod.itl_p99 is None:
+        return None  # unknown or idle: never move a split on no data
+    cooldown = max(2.0 * run.interval_s, 3.0 * ctx.split_cost_s)
+    if run.now - run.state.last_split_change.get(pod.pod, -math.inf) < cooldown or run.settling(pod.pod):
+        return None
+    current = (int(pod.prefill_percent or 0), int(pod.decode_percent or 0))
+    itl_broken = pod.itl_p99 > run.itl_slo
+    # The pool's ITL scale (a median over windows) unless this pod misses ITL: one window's p99 is
+    # rounded to a histogram bucket and would make the choice flip between neighbouring splits.
+    pinned = est.pinned(sample, itl=itl_broken)
+    ahead = sample.rate * grow * (1.0 + RATE_MARGIN)
+    itl_cap = run.itl_slo * (1.0 - ITL_MARGIN)
+    measured_tight = pod.itl_p99 > run.itl_slo * (1.0 - MEASURED_MARGIN)
+    floor = _decode_shares(current)
+    feasible, fallback = [], []
+    for c in grid(bounds(run), run.spec.semi_pd.step_percent, current):
+        itl = pinned.itl(*c, ahead)
+        shares = _decode_shares(c)
+        if measured_tight and (shares[0] < floor[0] - 1e-9 or shares[1] < floor[1] - 1e-9):
+            continue  # the measured ITL has no room: never less decode, whatever the model says
+        fallback.append((itl, c))
+        if itl <= itl_cap:
+            feasible.append(c)
+    cur_itl = pinned.itl(*current, ahead)
+    cur_att, cur_ttft = _score(pinned, current, ahead, run.ttft_slo)
+    # Only the measurement says the current split breaks ITL: the model is the constraint on where a
+    # pod may go, and a pessimistic fit must not pull decode up on its own.
+    if feasible:
+        # TTFT falls as the prefill share granted under contention grows, whatever the fitted a1 and
+        # l100 are: the optimum is the feasible split with the most of it (then the most prefill and
+        # decode alone), so the choice does not hinge on the fit; the fit prices the gain below.
+        best = max(feasible, key=_prefill_rank)
+    elif fallback:
+        best = min(fallback)[1]  # nothing meets ITL: the least predicted ITL (ties: closest)
+    else:
+        return None
+    if best == current or (not itl_broken and _prefill_rank(best) <= _prefill_rank(current)):
+        return None
+    att, ttft = _score(pinned, best, ahead, run.ttft_slo)
+    new_itl = pinned.itl(*best, ahead)
+    ttft_missed = sample.ttft > run.ttft_slo or sample.saturated
+    hold = max(run.window_s, 4.0 * run.interval_s, HOLD_COST_MULTIPLE * ctx.split_cost_s)
+    gain = (att - cur_att) * ahead * hold
+    cost = sample.rate * ctx.split_cost_s * SWITCH_EXPOSURE[ctx.restart]
+    if itl_broken:
+        if not (new_itl < cur_itl or new_itl <= itl_cap):
+            return None
+        urgent, reason = True, "ITLOverSLO"
+    elif ttft_missed and ttft <= (1.0 - TTFT_FIX) * cur_ttft:
+        urgent, reason = True, "TTFTOverSLO"
+    elif att - cur_att >= MIN_GAIN and gain > cost:
+        urgent, reason = False, "PredictedGain" if grow <= 1.0 else "RisingLoad"
+    else:
+        return None
+    details = {
+        "observedTTFT": fmt(sample.ttft),
+        "observedITL": fmt(pod.itl_p99),
+        "predictedTTFTBefore": fmt(cur_ttft),
+        "predictedTTFT": fmt(ttft),
+        "predictedITLBefore": fmt(cur_itl),
+        "predictedITL": fmt(new_itl),
+        "attainmentBefore": fmt(cur_att),
+        "predictedAttainment": fmt(att),
+        "prefillBusy": fmt(pinned.prefill_busy(*best, ahead)),
+        "rate": fmt(sample.rate),
+        "rateAhead": fmt(ahead),
+        "gainRequests": fmt(gain),
+        "costRequests": fmt(cost),
+        "switchMode": "restart" if ctx.restart else "standby",
+    }
+    prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow)
+    fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
+    return _Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes)
+
+
+def _pod_capacity(est: Estimator, pod: PodObservation) -> float:
+    """Arrivals/s one pod can serve without its prefill queue growing, with the capacity margin: what
+    "the load needs" is judged by. (The SLO capacity is no use here: a p99 TTFT missed at light load
+    from long prompts, not queueing, reads as no capacity at all.)"""
+    split = (int(pod.prefill_percent or 0), int(pod.decode_percent or 0))
+    if split[0] <= 0 or split[1] <= 0:
+        return 0.0
+    share = contended_shares(split[0] / 100.0, split[1] / 100.0)[0]
+    return share / est.l100() * (1.0 - CAPACITY_MARGIN)
+
+
+def _restart_gate(run: Run, pool: str, est: Estimator, proposals: list[_Proposal]) -> list[_Proposal]:
+    """Restart mode: one pod per node pool at a time, and only while the others carry the load."""
+    if not proposals:
+        return []
+    pool_obs = run.obs.pools.get(pool)
+    ctx = run.pools[pool]
+    last = run.restarted.get(pool, -math.inf)
+    if pool_obs is None or pool_obs.ready < pool_obs.replicas or run.now - last < ctx.split_cost_s:
+        run.decide("SplitHeld", "RestartInProgress", "a pod of this node pool is restarting or starting; "
+                   "restart-mode split changes go one pod at a time", pool)  # fmt: skip
+        return []
+    demand = (pool_obs.request_rate or 0.0) + (pool_obs.queued or 0.0) / max(run.interval_s, 1.0)
+    pods = {p.pod: p for p in run.obs.pods_of(pool) if p.ready}
+    caps = {name: _pod_capacity(est, p) for name, p in sorted(pods.items())}
+    ranked = sorted(proposals, key=lambda p: (not p.urgent, -p.gain, p.pod.pod))
+    for p in ranked:
+        rest = sum(c for name, c in caps.items() if name != p.pod.pod)
+        if rest >= demand:
+            return [p]
+    p = ranked[0]
+    rest = sum(c for name, c in caps.items() if name != p.pod.pod)
+    run.decide("SplitHeld", "RestartNeedsCapacity",
+                   f"restarting {p.pod.pod} would leave {rest:.3g}/s of capacity for {demand:.3g}/s of demand",
+                   pool, p.pod.pod, capacityWithout=fmt(rest), demand=fmt(demand))  # fmt: skip
+    return []
+
+
+def _outcomes(run: Run, predictions: dict[str, Prediction]) -> None:
+    """Compare each settled split change's prediction with what the pod now shows (once)."""
+    for pod in sorted(run.obs.pods, key=lambda p: p.pod):
+        pred = predictions.get(pod.pod)
+        if pred is None or run.settling(pod.pod):
+            continue
+        sample = sample_of(pod, run.window_s)
+        if sample is None:
+            continue
+        del predictions[pod.pod]
+        run.decide(
+            "SplitOutcome",
+            "PredictionChecked",
+            f"prefill {pred.prefill_percent}%, decode {pred.decode_percent}%: predicted p99 TTFT "
+            f"{fmt(pred.ttft)}s / ITL {fmt(pred.itl)}s, observed {fmt(sample.ttft)}s / {fmt(pod.itl_p99 or math.nan)}s",
+            pod.node_pool,
+            pod.pod,
+            predictedTTFT=fmt(pred.ttft),
+            observedTTFT=fmt(sample.ttft),
+            predictedITL=fmt(pred.itl),
+            observedITL=fmt(pod.itl_p99 or math.nan),
+            predictedRate=fmt(pred.rate),
+            observedRate=fmt(sample.rate),
+        )
+    for name in [p for p, pred in predictions.items() if run.now - pred.time > 10.0 * run.window_s]:
+        del predictions[name]  # the pod is gone or never showed a settled window
+
+
+def plan_splits(
+    run: Run, fits: Mapping[str, Fit], last_change: dict[str, float], predictions: dict[str, Prediction]
+) -> list[SplitChange]:
+    """The split changes of this evaluation (last_change and predictions are updated in place)."""
+    _outcomes(run, predictions)
+    changes = []
+    for np in run.spec.node_pools:
+        ctx = run.pools[np.name]
+        if not split_allowed(run.spec, ctx):
+            continue
+        est = Estimator(ctx.model, fits[np.name])
+        grow = growth(run, np.name)
+        proposals = [p for pod in sorted(run.obs.pods_of(np.name), key=lambda p: p.pod)
+                     if (p := _propose(run, ctx, est, pod, grow)) is not None]  # fmt: skip
+        if ctx.restart:
+            proposals = _restart_gate(run, np.name, est, proposals)
+            if proposals:
+                run.restarted[np.name] = run.now
+        for p in proposals:
+            x0, y0 = int(p.pod.prefill_percent or 0), int(p.pod.decode_percent or 0)
+            changes.append(SplitChange(p.pod.pod, np.name, p.split[0], p.split[1], (x0, y0)))
+            last_change[p.pod.pod] = run.now
+            predictions[p.pod.pod] = p.prediction
+            if p.fixes:
+                run.fix_expected[p.pod.pod] = run.now
+            else:
+                run.fix_expected.pop(p.pod.pod, None)
+            run.decide("SplitChange", p.reason, f"prefill {x0}% -> {p.split[0]}%, decode {y0}% -> {p.split[1]}%",
+                       np.name, p.pod.pod, **p.details)  # fmt: skip
+    return changes
