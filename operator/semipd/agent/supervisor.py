@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import time
+from pathlib import Path
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -223,6 +224,8 @@ class Supervisor:
 
     async def _launch_owner(self, split: Split) -> ChildProcess:
         launch = self.driver.engine_launch(self.s.engine_argv, split, self.s.run_dir, self._child_env)
+        for path, content in launch.files:
+            Path(path).write_text(content)
         child = await ChildProcess.start("engine", launch.argv, launch.env)
         self.owner = child
         self._write_pids()
