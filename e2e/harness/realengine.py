@@ -19,14 +19,17 @@ TINY_MODEL_SCRIPT = Path(__file__).with_name("tiny_model.py")
 PYTHON_ENV = "SEMIPD_VLLM_PYTHON"
 
 
+def _installed() -> tuple[Path | None, Path | None]:
+    """(vLLM venv python, unpacked SGLang sources) as the install script reports them; None = missing."""
+    out = subprocess.run(["bash", str(INSTALL_SCRIPT), "--print-python"], capture_output=True, text=True, check=True)
+    python, sglang = (None if line.startswith("missing:") else Path(line) for line in out.stdout.splitlines())
+    return python, sglang
+
+
 def vllm_python() -> Path | None:
     """The cached vLLM venv's python, or None when it is not installed."""
     given = os.environ.get(PYTHON_ENV)
-    if given:
-        return Path(given)
-    out = subprocess.run(["bash", str(INSTALL_SCRIPT), "--print-python"], capture_output=True, text=True, check=True)
-    line = out.stdout.strip().splitlines()[-1]
-    return None if line.startswith("missing:") else Path(line)
+    return Path(given) if given else _installed()[0]
 
 
 def on_ci() -> bool:
@@ -42,6 +45,18 @@ def require_vllm_python() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return python
+
+
+def require_sglang_sources() -> tuple[Path, Path]:
+    """(python, SGLang sources dir for PYTHONPATH) for running SGLang's own parser without a GPU."""
+    python = require_vllm_python()
+    sglang = _installed()[1]
+    if sglang is None:
+        message = f"SGLang's sources are not unpacked: run `make engines` ({INSTALL_SCRIPT.name})"
+        if on_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    return python, sglang
 
 
 def make_tiny_model(python: Path, target: Path) -> Path:

@@ -22,7 +22,6 @@ FIELDS = (
 )  # fmt: skip
 
 
-
 def parse(argv: list[str]) -> dict[str, object]:
     assert argv[:2] == ["vllm", "serve"], argv[:2]
     parser = FlexibleArgumentParser(prog="vllm")

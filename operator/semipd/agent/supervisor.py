@@ -17,9 +17,9 @@ import logging
 import os
 import signal
 import time
-from pathlib import Path
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from semipd.agent import drivers, httpwire

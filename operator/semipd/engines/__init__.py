@@ -1,7 +1,8 @@
 """Engine drivers: per `engine.kind`, what the engine can do and how its pods are built.
 
 `get_driver(kind)` returns the driver (pod-template parts, metric names and PromQL) for
-`sglang-semipd`, `sglang` (upstream PD-Multiplexing), `vllm`, `vllm-ascend`, `mindie` or `sim`; `capabilities_of(kind)` what it can do.
+`sglang-semipd`, `sglang` (upstream PD-Multiplexing), `vllm`, `vllm-ascend`, `mindie` or `sim`;
+`capabilities_of(kind)` what it can do.
 """
 
 from semipd.engines.base import DriverError, EngineContext, EngineDriver, EngineFile, EngineParts
