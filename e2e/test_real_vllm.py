@@ -25,7 +25,8 @@ from e2e.harness import wait_until
 from e2e.harness.realengine import make_tiny_model, require_vllm_python
 from e2e.operator_process import running_operator
 
-pytestmark = pytest.mark.e2e
+# A CPU vLLM start takes 1-4 minutes on a busy 2-core machine, twice in this module.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 NS = "real-vllm-e2e"
 POOL = "tiny"
@@ -60,8 +61,10 @@ def manifest(model_dir: Path, venv_bin: Path) -> dict[str, Any]:
                 {"name": "h200", "accelerator": "nvidia", "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H200"},
                  "minReplicas": 1, "maxReplicas": 2, "costPerHour": 10},
             ],
-            "slo": {"ttftP99": "100ms", "itlP99": "2s", "window": "30s"},
-            "autoscaling": {"interval": f"{INTERVAL:.0f}s", "scaleDownStabilization": "600s", "pendingTimeout": "300s"},
+            "semiPD": {"enabled": False},  # vLLM has no prefill/decode split
+            "slo": {"ttftP99": "100ms", "itlP99": "5s", "window": "2m"},
+            "autoscaling": {"mode": "replicas", "interval": f"{INTERVAL:.0f}s", "scaleDownStabilization": "600s",
+                            "pendingTimeout": "300s"},
         },
     }  # fmt: skip
 
@@ -142,10 +145,12 @@ def test_real_requests_through_the_pod_ip(cluster: Any, served: dict[str, Any]) 
 
 def test_the_operator_reads_vllm_metrics_and_scales_out(cluster: Any, served: dict[str, Any]) -> None:
     load = LoadDriver(
-        cluster.core(), NS, POOL, PoissonArrivals(input_tokens=40, output_tokens=24), model=MODEL, slice_s=2.0
+        cluster.core(), NS, POOL, PoissonArrivals(input_tokens=24, output_tokens=8), model=MODEL, slice_s=2.0
     )
     assert isinstance(load.arrivals, PoissonArrivals)
-    load.arrivals.rate = 4.0
+    # Below what two sequences at a time serve even on a busy 2-core machine, so the queue stays
+    # bounded, but enough queueing that p99 TTFT passes 100 ms; 2 minutes hold the planner's 20 requests.
+    load.arrivals.rate = 0.5
     started = time.monotonic()
     with load.running(RESULTS_LOG):
         observed = wait_until(
