@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ from e2e.operator_process import running_operator
 # A CPU vLLM start takes 1-4 minutes on a busy 2-core machine, twice in this module.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
-NS = "real-vllm-e2e"
+NS = f"real-vllm-{uuid.uuid4().hex[:6]}"
+"""Fresh per run: a namespace of an earlier run may still be terminating with its pool inside."""
 POOL = "tiny"
 MODEL = "tiny-llama"
 INTERVAL = 5.0
