@@ -117,6 +117,44 @@ CASES: tuple[Invalid, ...] = (
         "spec.autoscaling.mode",
         (("spec.semiPD", {"enabled": False}),),
     ),
+    # Hazards: schema-valid once, each broke the autoscaler or the pod (issue 13).
+    Invalid("ttft-zero", "cel", "spec.slo.ttftP99", (("spec.slo.ttftP99", "0s"),)),
+    Invalid("itl-zero", "cel", "spec.slo.itlP99", (("spec.slo.itlP99", "0ms"),)),
+    Invalid("ttft-one-nanosecond", "cel", "spec.slo.ttftP99", (("spec.slo.ttftP99", "1ns"),)),
+    Invalid("window-one-nanosecond", "cel", "spec.slo.window", (("spec.slo.window", "1ns"),)),
+    Invalid("interval-zero", "cel", "spec.autoscaling.interval", (("spec.autoscaling.interval", "0s"),)),
+    Invalid("interval-over-an-hour", "cel", "spec.autoscaling.interval", (("spec.autoscaling.interval", "2h"),)),
+    Invalid("interval-never", "cel", "spec.autoscaling.interval", (("spec.autoscaling.interval", "99999h"),)),
+    Invalid(
+        "pending-timeout-zero", "cel", "spec.autoscaling.pendingTimeout", (("spec.autoscaling.pendingTimeout", "0s"),)
+    ),
+    Invalid(
+        "every-pool-max-zero",
+        "cel",
+        "spec.nodePools",
+        tuple((f"spec.nodePools.{i}.{k}", 0) for i in (0, 1) for k in ("minReplicas", "maxReplicas")),
+    ),
+    Invalid(
+        "env-overrides-pod-ip",
+        "cel",
+        "spec.engine.env[0].name",
+        (("spec.engine.env", [{"name": "POD_IP", "value": "0"}]),),
+    ),
+    Invalid(
+        "pool-env-agent-variable",
+        "cel",
+        "spec.nodePools[0].engine.env[0].name",
+        (("spec.nodePools.0.engine", {"env": [{"name": "SEMIPD_TOKEN", "value": "x"}]}),),
+    ),
+    Invalid("string-for-integer", "schema", "spec.nodePools[0].maxReplicas", (("spec.nodePools.0.maxReplicas", "3"),)),
+    Invalid("string-for-boolean", "schema", "spec.semiPD.enabled", (("spec.semiPD.enabled", "yes"),)),
+    Invalid(
+        "quantity-not-a-number",
+        "schema",
+        "spec.engine.resources.requests.memory",
+        (("spec.engine.resources", {"requests": {"memory": "lots"}}),),
+    ),
+    Invalid("window-below-two-scrapes", "semantic", "spec.slo.window", (("spec.slo.window", "9s"),)),
     Invalid(
         "too-many-accelerators",
         "semantic",

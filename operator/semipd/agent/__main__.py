@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
 import sys
@@ -20,22 +21,43 @@ from semipd.agent.supervisor import Settings, Supervisor
 
 log = logging.getLogger("semipd.agent")
 
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")
-
 
 class UsageError(Exception):
     pass
 
 
-def build_parser() -> argparse.ArgumentParser:
+def check_bind_address(host: str, pod_ip: str | None) -> str:
+    """`host` if it is safe to bind: a literal loopback address, or the pod's own IP.
+
+    Parsed with `ipaddress`, not compared as text: `0`, `::0` and `000.000.000.000` all mean "every
+    interface" to the socket layer, and a hostname may resolve to anything."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise UsageError(f"refusing to bind the admin API to {host!r}: not a literal IP address") from None
+    if address.is_unspecified or address.is_multicast:
+        raise UsageError(f"refusing to bind the admin API to wildcard address {host!r}; give the pod IP")
+    if address.is_loopback:
+        return host
+    try:
+        own = ipaddress.ip_address(pod_ip) if pod_ip else None
+    except ValueError:
+        own = None
+    if own is None or own != address:
+        raise UsageError(f"refusing to bind the admin API to {host!r}: neither loopback nor the pod IP ($POD_IP)")
+    return host
+
+
+def build_parser(prog: str = "semipd-agent") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="semipd-agent",
-        usage="semipd-agent [options] -- <engine command...>",
+        prog=prog,
+        usage=f"{prog} [options] -- <engine command...>",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="In-pod agent: supervises a semi-PD engine and serves the split admin API.",
     )
     p.add_argument("--driver", required=True, choices=sorted(DRIVERS), help="engine kind (launch and switch mode)")
     p.add_argument("--admin-host", default=None, help="address to bind (default: $POD_IP, else 127.0.0.1)")
-    p.add_argument("--admin-port", type=int, default=9090)
+    p.add_argument("--admin-port", type=int, default=9090, help="port of the admin API")
     p.add_argument("--token-file", default="/var/run/semipd/token", help="file holding the admin bearer token")
     p.add_argument("--run-dir", default="/semipd/run", help="per-pod dir for control sockets and pid file")
     p.add_argument("--prefill-percent", type=int, default=None, help="initial prefill share (driver default)")
@@ -73,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="engine health URL (http://host:port/path); default derived from the engine's --host/--port",
     )
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return p
 
 
@@ -96,9 +118,8 @@ def parse_health_url(url: str) -> HealthEndpoint:
 
 def settings_from_args(ns: argparse.Namespace, engine_argv: list[str]) -> tuple[Settings, str]:
     driver = DRIVERS[ns.driver]
-    host = ns.admin_host or os.environ.get("POD_IP") or "127.0.0.1"
-    if host in WILDCARD_HOSTS:
-        raise UsageError(f"refusing to bind the admin API to wildcard address {host!r}; give the pod IP")
+    pod_ip = os.environ.get("POD_IP")
+    host = check_bind_address(ns.admin_host or pod_ip or "127.0.0.1", pod_ip)
     bounds = SplitBounds(ns.prefill_min, ns.prefill_max, ns.decode_min, ns.decode_max)
     problems = bounds.problems()
     initial = Split(
@@ -143,9 +164,10 @@ async def _run(settings: Settings, host: str, port: int, tokens: TokenFile) -> i
         await admin.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "semipd-agent") -> int:
+    """Run the agent; `prog` names it in messages (`semipd agent` when started through `semipd`)."""
     args = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
         agent_args, engine_argv = split_argv(args)
         ns = parser.parse_args(agent_args)
@@ -161,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens.token()
         os.makedirs(settings.run_dir, exist_ok=True)
     except (UsageError, TokenError, ValueError) as e:
-        print(f"semipd-agent: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         parser.print_usage(sys.stderr)
         return 2
     except SystemExit as e:  # argparse errors and --help

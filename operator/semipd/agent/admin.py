@@ -12,6 +12,7 @@ GET /metrics            Prometheus text                                         
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -26,6 +27,8 @@ log = logging.getLogger("semipd.agent.admin")
 
 REQUEST_READ_TIMEOUT = 10.0
 READY_TIMEOUT = 2.0
+MAX_CONNECTIONS = 32
+"""Concurrent admin connections; more are answered 503 at once (the operator needs one or two)."""
 ROUTES = {
     "/healthz": ("GET",),
     "/readyz": ("GET",),
@@ -48,6 +51,7 @@ class AdminServer:
         self.port = port
         self.experts = ExpertsEndpoint(supervisor)
         self._server: asyncio.AbstractServer | None = None
+        self._open = 0
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
@@ -59,25 +63,47 @@ class AdminServer:
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open += 1
         try:
-            try:
-                req = await asyncio.wait_for(httpwire.read_request(reader), REQUEST_READ_TIMEOUT)
-            except httpwire.HttpError as e:
-                writer.write(_error(e.status, "BadRequest", e.message))
-                return
-            except httpwire.TIMEOUT_ERRORS:
-                writer.write(_error(408, "RequestTimeout", "request not received in time"))
-                return
-            if req is None:
-                return
-            writer.write(await self.handle(req))
+            if self._open > MAX_CONNECTIONS:
+                writer.write(_error(503, "TooManyConnections", f"more than {MAX_CONNECTIONS} open connections"))
+                # Take what the peer already sent, so closing does not reset the connection before it reads this.
+                with contextlib.suppress(*httpwire.TIMEOUT_ERRORS):
+                    await asyncio.wait_for(reader.read(httpwire.MAX_HEADER_BYTES), 0.05)
+            else:
+                writer.write(await self._respond(reader))
             await writer.drain()
         except (ConnectionError, OSError) as e:
             log.debug("admin connection error: %s", e)
+        except Exception:  # a handler bug must cost one 500, never the connection task
+            log.exception("admin request failed")
+            with contextlib.suppress(ConnectionError, OSError):
+                writer.write(_error(500, "InternalError", "the agent failed to handle the request"))
         finally:
+            self._open -= 1
             writer.close()
 
-    def _authorized(self, req: httpwire.Request) -> bytes | None:
+    async def _respond(self, reader: asyncio.StreamReader) -> bytes:
+        try:
+            got = await asyncio.wait_for(self._read_authorized(reader), REQUEST_READ_TIMEOUT)
+        except httpwire.HttpError as e:
+            return _error(e.status, "BadRequest", e.message)
+        except httpwire.TIMEOUT_ERRORS:
+            return _error(408, "RequestTimeout", "request not received in time")
+        return got if isinstance(got, bytes) else await self.handle(got)
+
+    async def _read_authorized(self, reader: asyncio.StreamReader) -> httpwire.Request | bytes:
+        """Read the head, authorize, then read the body: an unauthenticated peer never gets to send one."""
+        head = await httpwire.read_head(reader)
+        if head is None:
+            return b""
+        if head.path not in PUBLIC:
+            denied = self._authorized(head)
+            if denied is not None:
+                return denied
+        return await httpwire.read_body(reader, head)
+
+    def _authorized(self, req: httpwire.Request | httpwire.RequestHead) -> bytes | None:
         """None when authorized, else the response to send."""
         try:
             token = self.tokens.token()

@@ -56,7 +56,7 @@ def parse_placement_request(body: bytes) -> PlacementRequest:
     """The placement a `PUT /v1/experts` body carries; raises PlacementRequestError with the reason."""
     try:
         doc = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # bad UTF-8, bad JSON, or an integer past Python's digit limit
         raise PlacementRequestError(f"body is not valid JSON: {e}") from e
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PlacementRequestError(f"body must be a {FORMAT} document")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -19,6 +20,9 @@ TIMEOUT_ERRORS = (TimeoutError, asyncio.TimeoutError)
 
 MAX_HEADER_BYTES = 16 * 1024
 MAX_BODY_BYTES = 1024 * 1024
+# A size field is a short run of digits: `-5`, `+5`, ` 5` or 5,000 digits are malformed, not numbers to parse.
+_CONTENT_LENGTH = re.compile(rb"[0-9]{1,12}")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,8}")
 
 
 class HttpError(Exception):
@@ -84,12 +88,9 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], max_
     length_text = headers.get("content-length")
     if length_text is None:
         return await reader.read(max_body + 1) if until_eof else b""
-    try:
-        length = int(length_text)
-    except ValueError as e:
-        raise HttpError(400, f"bad Content-Length {length_text!r}") from e
-    if length < 0:
-        raise HttpError(400, f"bad Content-Length {length_text!r}")
+    if not _CONTENT_LENGTH.fullmatch(length_text.encode("latin-1")):
+        raise HttpError(400, f"bad Content-Length {length_text[:40]!r}")
+    length = int(length_text)
     if length > max_body:
         raise HttpError(413, f"body of {length} bytes exceeds the {max_body}-byte limit")
     try:
@@ -98,25 +99,52 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], max_
         raise HttpError(400, "connection closed inside the body") from e
 
 
+async def _read_line(reader: asyncio.StreamReader, what: str) -> bytes:
+    try:
+        return await reader.readuntil(b"\r\n")
+    except asyncio.IncompleteReadError as e:
+        raise HttpError(400, f"connection closed inside the {what}") from e
+    except asyncio.LimitOverrunError as e:
+        raise HttpError(400, f"{what} line too long") from e
+
+
 async def _read_chunked(reader: asyncio.StreamReader, max_body: int) -> bytes:
     body = bytearray()
     while True:
-        size_line = await reader.readline()
-        try:
-            size = int(size_line.split(b";")[0].strip(), 16)
-        except ValueError as e:
-            raise HttpError(400, f"bad chunk size {size_line[:40]!r}") from e
+        size_line = await _read_line(reader, "chunk size")
+        size_text = size_line[:-2].split(b";")[0]
+        if not _CHUNK_SIZE.fullmatch(size_text):
+            raise HttpError(400, f"bad chunk size {size_line[:40]!r}")
+        size = int(size_text, 16)
         if size == 0:
-            await reader.readline()
+            await _read_line(reader, "chunked trailer")
             return bytes(body)
         if len(body) + size > max_body:
             raise HttpError(413, f"body exceeds the {max_body}-byte limit")
-        body += await reader.readexactly(size)
-        await reader.readexactly(2)
+        try:
+            body += await reader.readexactly(size)
+            end = await reader.readexactly(2)
+        except asyncio.IncompleteReadError as e:
+            raise HttpError(400, "connection closed inside a chunk") from e
+        if end != b"\r\n":
+            raise HttpError(400, "chunk not followed by CRLF")
 
 
-async def read_request(reader: asyncio.StreamReader, max_body: int = MAX_BODY_BYTES) -> Request | None:
-    """Read one request; None when the peer closed without sending anything."""
+@dataclass(frozen=True)
+class RequestHead:
+    """A request line and headers, read before (and without) the body."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+async def read_head(reader: asyncio.StreamReader) -> RequestHead | None:
+    """Read a request line and headers; None when the peer closed without sending anything."""
     lines = await _read_head(reader)
     if lines is None:
         return None
@@ -125,9 +153,20 @@ async def read_request(reader: asyncio.StreamReader, max_body: int = MAX_BODY_BY
         raise HttpError(400, f"malformed request line {lines[0][:80]!r}")
     method, target, _version = parts
     headers = _parse_headers(lines[1:])
-    body = await _read_body(reader, headers, max_body, until_eof=False)
     url = urlsplit(target)
-    return Request(method.upper(), url.path or "/", dict(parse_qsl(url.query)), headers, body)
+    return RequestHead(method.upper(), url.path or "/", dict(parse_qsl(url.query)), headers)
+
+
+async def read_body(reader: asyncio.StreamReader, head: RequestHead, max_body: int = MAX_BODY_BYTES) -> Request:
+    """The body that follows `head` (so a caller can authorize before reading up to `max_body` bytes)."""
+    body = await _read_body(reader, head.headers, max_body, until_eof=False)
+    return Request(head.method, head.path, head.query, head.headers, body)
+
+
+async def read_request(reader: asyncio.StreamReader, max_body: int = MAX_BODY_BYTES) -> Request | None:
+    """Read one request; None when the peer closed without sending anything."""
+    head = await read_head(reader)
+    return None if head is None else await read_body(reader, head, max_body)
 
 
 def render_response(status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> bytes:

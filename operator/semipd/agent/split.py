@@ -73,7 +73,7 @@ def parse_split_request(body: bytes, current: Split, bounds: SplitBounds) -> Spl
     """The split a request body asks for; a missing field keeps its current value."""
     try:
         doc = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except ValueError as e:  # bad UTF-8, bad JSON, or an integer past Python's digit limit
         raise SplitRequestError(f"body is not valid JSON: {e}") from e
     if not isinstance(doc, dict):
         raise SplitRequestError('body must be a JSON object like {"prefillPercent": 60, "decodePercent": 100}')

@@ -29,16 +29,20 @@ QUALIFIED_NAME = (
 )
 
 Quantity = Annotated[
-    int | str,
+    int | Annotated[str, Field(pattern=QUANTITY, max_length=64)],
     Field(json_schema_extra={"x-kubernetes-int-or-string": True, "pattern": QUANTITY}),
 ]
 """A Kubernetes resource quantity (`8`, `500m`, `64Gi`)."""
 
 
 class ApiModel(RuleModel):
-    """Base for every API object: camelCase on the wire, docstrings as descriptions, no extras."""
+    """Base for every API object: camelCase on the wire, docstrings as descriptions, no extras, no coercion.
+
+    Strict: `"3"` is not 3 and `"yes"` is not true, as the apiserver's schema would say; enum fields
+    opt back into value lookup (`Field(strict=False)`), which accepts only the enum's own strings."""
 
     model_config = ConfigDict(
+        strict=True,
         alias_generator=to_camel,
         populate_by_name=True,
         use_attribute_docstrings=True,

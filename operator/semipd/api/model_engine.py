@@ -49,7 +49,7 @@ class ModelSpec(ApiModel):
     source: str = Field(min_length=1, max_length=2048, pattern=r"^[a-z][a-z0-9+.-]*://\S+$")
     """Where the weights come from, as a URI: `hf://org/name`, `s3://bucket/path`, `pvc://claim/path`, `file:///models/x`."""
 
-    architecture: Architecture = Architecture.DENSE
+    architecture: Architecture = Field(default=Architecture.DENSE, strict=False)
     """`dense` or `moe` (mixture of experts)."""
 
     experts: int | None = Field(default=None, ge=1, le=1024)
@@ -96,10 +96,22 @@ class EnvValueFrom(ApiModel):
     """Read the value from a Secret key (e.g. an `HF_TOKEN`)."""
 
 
+RESERVED_ENV = ("POD_IP", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+"""Variables the operator sets on every engine container: the agent binds to POD_IP, MPS finds its daemon by these."""
+RESERVED_ENV_PREFIX = "SEMIPD_"
+
+
 class EnvVar(ApiModel):
     """An extra environment variable for the engine container."""
 
     __rules__ = (
+        Rule(
+            cel=f"!(self.name in {list(RESERVED_ENV)}) && !self.name.startsWith('{RESERVED_ENV_PREFIX}')",
+            message=f"name is reserved for the operator and its agent ({', '.join(RESERVED_ENV)}, "
+            f"{RESERVED_ENV_PREFIX}*)",
+            holds=lambda e: e.name not in RESERVED_ENV and not e.name.startswith(RESERVED_ENV_PREFIX),
+            field_path=".name",
+        ),
         Rule(
             cel="has(self.value) != has(self.valueFrom)",
             message="set exactly one of value and valueFrom",
@@ -159,7 +171,7 @@ class EngineSpec(ApiModel):
         ),
     )
 
-    kind: EngineKind = EngineKind.SGLANG_SEMIPD
+    kind: EngineKind = Field(default=EngineKind.SGLANG_SEMIPD, strict=False)
     """`sglang-semipd` (Semi-PD SGLang fork), `sglang` (upstream SGLang PD-Multiplexing), `vllm`, `vllm-ascend`, `mindie`, or `sim` (the simulated engine)."""
 
     image: str | None = Field(default=None, min_length=1, max_length=1024)
@@ -181,7 +193,7 @@ class EngineSpec(ApiModel):
 class EngineOverride(ApiModel):
     """Per node pool engine settings that replace the InferencePool-wide ones (e.g. vllm-ascend on Ascend)."""
 
-    kind: EngineKind | None = None
+    kind: EngineKind | None = Field(default=None, strict=False)
     """Engine kind for this node pool."""
 
     image: str | None = Field(default=None, min_length=1, max_length=1024)

@@ -83,7 +83,7 @@ class NodePool(ApiModel):
     name: str = Field(min_length=1, max_length=40, pattern=DNS_LABEL)
     """Node pool name; the workload is named `<inferencepool>-<name>`."""
 
-    accelerator: Accelerator
+    accelerator: Accelerator = Field(strict=False)
     """`nvidia` (GPU) or `ascend` (Huawei NPU)."""
 
     resource_name: str | None = Field(default=None, max_length=253, pattern=r"^[a-z0-9.-]+/[-A-Za-z0-9_.]+$")

@@ -25,7 +25,7 @@ class KVCachePlacementSpec(ApiModel):
     long_context_threshold: int = Field(default=32768, ge=256, le=10_000_000)
     """Prompts longer than this (tokens) go to the node pools with the most KV-cache headroom per replica (a threshold at or above model.maxContextLength turns steering off)."""
 
-    policy: KVCachePolicy = KVCachePolicy.HEADROOM
+    policy: KVCachePolicy = Field(default=KVCachePolicy.HEADROOM, strict=False)
     """`headroom` (steer long prompts by KV headroom) or `off`."""
 
     hysteresis: float = Field(default=0.1, ge=0.0, le=1.0)
@@ -80,7 +80,7 @@ class EndpointPickerRef(ApiModel):
     port: int = Field(default=9002, ge=1, le=65535)
     """EPP gRPC port."""
 
-    failure_mode: FailureMode = FailureMode.FAIL_OPEN
+    failure_mode: FailureMode = Field(default=FailureMode.FAIL_OPEN, strict=False)
     """`FailOpen` (route to any pod when the EPP is down; what KServe and llm-d ship) or `FailClose`."""
 
 

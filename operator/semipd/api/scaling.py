@@ -7,8 +7,29 @@ from enum import StrEnum
 from pydantic import Field
 
 from semipd.api.base import ApiModel
-from semipd.api.durations import Duration
+from semipd.api.durations import Duration, to_seconds
 from semipd.api.rules import Rule
+
+
+def at_least(field: str, python_name: str, minimum: str) -> Rule:
+    """`field` (a duration) is at least `minimum`: a zero SLO divides by zero, a 1ns window holds no sample."""
+    return Rule(
+        cel=f"duration(self.{field}) >= duration('{minimum}')",
+        message=f"{field} must be at least {minimum}",
+        holds=lambda m: to_seconds(getattr(m, python_name)) >= to_seconds(minimum),
+        field_path=f".{field}",
+    )
+
+
+def at_most(field: str, python_name: str, maximum: str) -> Rule:
+    """`field` (a duration) is at most `maximum` (a loop that never runs is as broken as one that spins)."""
+    return Rule(
+        cel=f"duration(self.{field}) <= duration('{maximum}')",
+        message=f"{field} must be at most {maximum}",
+        holds=lambda m: to_seconds(getattr(m, python_name)) <= to_seconds(maximum),
+        field_path=f".{field}",
+    )
+
 
 # --------------------------------------------------------------------------- semi-PD, SLO, autoscaling
 
@@ -76,6 +97,12 @@ class SemiPDSpec(ApiModel):
 class SLOSpec(ApiModel):
     """Latency objectives the autoscaler keeps."""
 
+    __rules__ = (
+        at_least("ttftP99", "ttft_p99", "1ms"),
+        at_least("itlP99", "itl_p99", "1ms"),
+        at_least("window", "window", "1s"),
+    )
+
     ttft_p99: Duration
     """99th-percentile time to first token, e.g. `2s`."""
 
@@ -86,7 +113,7 @@ class SLOSpec(ApiModel):
     """Fraction of requests that must meet both objectives."""
 
     window: Duration = "1m"
-    """Window over which percentiles are computed from Prometheus."""
+    """Window over which percentiles are computed from Prometheus: at least 1s, and twice the operator's scrape interval."""
 
 
 class AutoscalingMode(StrEnum):
@@ -100,11 +127,17 @@ class AutoscalingMode(StrEnum):
 class AutoscalingSpec(ApiModel):
     """How and how often the operator resizes splits and replicas."""
 
-    mode: AutoscalingMode = AutoscalingMode.SEMIPD
+    __rules__ = (
+        at_least("interval", "interval", "1s"),
+        at_most("interval", "interval", "1h"),
+        at_least("pendingTimeout", "pending_timeout", "1s"),
+    )
+
+    mode: AutoscalingMode = Field(default=AutoscalingMode.SEMIPD, strict=False)
     """`semipd` (split first, then replicas), `replicas` (replicas only), or `off`."""
 
     interval: Duration = "15s"
-    """How often observations are taken and the plan is recomputed."""
+    """How often observations are taken and the plan is recomputed (1s to 1h)."""
 
     scale_up_stabilization: Duration = "0s"
     """How long a scale-out signal must persist before replicas are added."""
@@ -113,7 +146,7 @@ class AutoscalingSpec(ApiModel):
     """How long both SLOs must have slack before replicas are removed."""
 
     pending_timeout: Duration = "2m"
-    """How long new pods may stay unschedulable before their demand moves to the next node pool."""
+    """How long new pods may stay unschedulable before their demand moves to the next node pool (at least 1s)."""
 
     prometheus_url: str | None = Field(
         default=None, alias="prometheusURL", max_length=2048, pattern=r"^https?://[^\s/]+(/\S*)?$"

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
+from semipd.api.durations import format_seconds, to_seconds
 from semipd.api.v1alpha1 import NAME_RULE, EngineKind, InferencePoolSpec, NodePool, Toleration
 
 
@@ -140,11 +141,33 @@ def _check_pool_nodes(index: int, pool: NodePool, nodes: Sequence[NodeInfo]) -> 
     return []
 
 
+DEFAULT_SCRAPE_INTERVAL_S = 5.0
+"""The scrape interval assumed when the operator is not told its own (SEMIPD_SCRAPE_INTERVAL)."""
+
+
+def window_problems(spec: InferencePoolSpec, scrape_interval_s: float) -> list[SpecProblem]:
+    """A window shorter than two scrapes holds at most one sample per series: no rate, no percentile."""
+    if to_seconds(spec.slo.window) >= 2 * scrape_interval_s:
+        return []
+    return [
+        SpecProblem(
+            "spec.slo.window",
+            f"window {spec.slo.window} is shorter than twice the scrape interval "
+            f"({format_seconds(scrape_interval_s)}); use at least {format_seconds(2 * scrape_interval_s)}",
+        )
+    ]
+
+
 def semantic_problems(
-    spec: InferencePoolSpec, nodes: Sequence[NodeInfo], capabilities_of: CapabilitiesOf
+    spec: InferencePoolSpec,
+    nodes: Sequence[NodeInfo],
+    capabilities_of: CapabilitiesOf,
+    *,
+    scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
 ) -> list[SpecProblem]:
-    """Everything that makes a schema-valid spec unservable on this cluster with these engines."""
-    problems: list[SpecProblem] = []
+    """Everything that makes a schema-valid spec unservable on this cluster with these engines
+    (and, given the operator's scrape interval, with its Prometheus)."""
+    problems: list[SpecProblem] = window_problems(spec, scrape_interval_s)
     any_split = False
     for i, pool in enumerate(spec.node_pools):
         engine = spec.effective_engine(pool)

@@ -25,6 +25,12 @@ class InferencePoolSpec(ApiModel):
             field_path=".nodePools",
         ),
         Rule(
+            cel="self.nodePools.exists(p, p.maxReplicas >= 1)",
+            message="at least one node pool needs maxReplicas >= 1 (with every pool at 0 nothing can ever serve)",
+            holds=lambda s: any(p.max_replicas >= 1 for p in s.node_pools),
+            field_path=".nodePools",
+        ),
+        Rule(
             cel="self.nodePools.all(p, self.nodePools.exists_one(q, q.name == p.name))",
             message="node pool names must be unique",
             holds=lambda s: len({p.name for p in s.node_pools}) == len(s.node_pools),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from semipd.api.semantics import (
+    DEFAULT_SCRAPE_INTERVAL_S,
     CapabilitiesOf,
     NodeInfo,
     SpecProblem,
@@ -83,6 +84,7 @@ def evaluate(
     health: PoolHealth | None = None,
     extra_problems: Sequence[SpecProblem] = (),
     autoscale: AutoscaleView | None = None,
+    scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S,
 ) -> Evaluation:
     """Validate what the schema cannot and compute conditions; never raises on bad input.
 
@@ -92,7 +94,10 @@ def evaluate(
     current = InferencePoolStatus.model_validate(dict(raw_status or {}))
     spec, problems = parse_spec(raw_spec)
     if spec is not None:
-        problems = [*semantic_problems(spec, nodes, capabilities_of), *extra_problems]
+        problems = [
+            *semantic_problems(spec, nodes, capabilities_of, scrape_interval_s=scrape_interval_s),
+            *extra_problems,
+        ]
     if name is not None:
         problems = [*name_problems(name), *problems]
     conds = list(current.conditions)

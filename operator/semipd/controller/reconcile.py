@@ -185,7 +185,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
         meta = body["metadata"]
         now = now_rfc3339()
         args = (body.get("spec") or {}, meta.get("generation"), body.get("status"), list(ctx.nodes.values()))
-        result = evaluate(*args, ctx.capabilities_of, now, name=name)
+        result = evaluate(*args, ctx.capabilities_of, now, name=name, scrape_interval_s=ctx.config.scrape_interval)
         spec = result.spec
         if spec is not None and not result.problems:
             owner = Owner(name, namespace, meta["uid"])
@@ -193,7 +193,12 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                 desired = _build(ctx, owner, spec, body.get("status"))
             except DriverError as err:
                 result = evaluate(
-                    *args, ctx.capabilities_of, now, name=name, extra_problems=[SpecProblem("spec.engine", str(err))]
+                    *args,
+                    ctx.capabilities_of,
+                    now,
+                    name=name,
+                    extra_problems=[SpecProblem("spec.engine", str(err))],
+                    scrape_interval_s=ctx.config.scrape_interval,
                 )
             else:
                 await _converge(ctx, body, owner, desired)
@@ -218,6 +223,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                     name=name,
                     health=health,
                     autoscale=ctx.autoscale.get((namespace, name)),
+                    scrape_interval_s=ctx.config.scrape_interval,
                 )
         await _write_status(ctx, body, result)
         if result.problems:

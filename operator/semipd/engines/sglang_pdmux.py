@@ -21,8 +21,8 @@ from semipd.agent.split import Split
 from semipd.engines import k8s
 from semipd.engines.base import POD_IP, DriverError, EngineContext, EngineDriver, model_location
 from semipd.engines.promql import MetricSet
-from semipd.engines.sim import hardware_profile
 from semipd.perf import HARDWARE
+from semipd.perf.resolve import hardware_profile
 
 TTFT_BUCKETS = (
     0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0,

@@ -25,8 +25,8 @@ from semipd.engines import k8s
 from semipd.engines.ascend import ascend_volumes
 from semipd.engines.base import POD_IP, DriverError, EngineContext, EngineDriver, model_location
 from semipd.engines.promql import MetricSet
-from semipd.engines.sim import hardware_profile
 from semipd.perf import LatencyModel, ModelFitError
+from semipd.perf.resolve import hardware_profile
 
 TTFT_BUCKETS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -35,6 +36,18 @@ def sample_value(raw: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def failure_summary(err: BaseException) -> str:
+    """What failed, never what the server said: a response body may carry anything (it lands in status)."""
+    if isinstance(err, TimeoutError):
+        return "timed out"
+    if isinstance(err, PrometheusApiClientException):
+        code = re.search(r"HTTP Status Code (\d{3})", str(err))
+        return f"HTTP {code.group(1)}" if code else "error response"
+    if isinstance(err, ValueError):  # requests' JSONDecodeError is both
+        return "unparseable response"
+    return f"request failed ({type(err).__name__})"
+
+
 class PrometheusSource:
     """Instant queries against one Prometheus."""
 
@@ -57,7 +70,7 @@ class PrometheusSource:
         try:
             result = await asyncio.wait_for(asyncio.to_thread(self._query, promql), timeout=3 * self._timeout)
         except (TimeoutError, RequestException, PrometheusApiClientException, ValueError) as err:
-            raise MetricsError(f"{self.url}: {type(err).__name__}: {err}") from None
+            raise MetricsError(f"{self.url}: {failure_summary(err)}") from None
         out = []
         for item in result:
             labels: Mapping[str, str] = item.get("metric", {})
