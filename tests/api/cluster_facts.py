@@ -36,6 +36,7 @@ class Caps:
 # What each engine can do, as docs/engines.md states it; tests/engines checks the drivers agree.
 EXPECTED_CAPS = {
     EngineKind.SGLANG_SEMIPD: Caps(True, frozenset({Accelerator.NVIDIA})),
+    EngineKind.SGLANG: Caps(True, frozenset({Accelerator.NVIDIA})),
     EngineKind.VLLM: Caps(False, frozenset({Accelerator.NVIDIA})),
     EngineKind.VLLM_ASCEND: Caps(False, frozenset({Accelerator.ASCEND})),
     EngineKind.MINDIE: Caps(False, frozenset({Accelerator.ASCEND})),

@@ -4,7 +4,8 @@ Pure launch mechanics only (argv and env for each process); the supervisor runs 
   standby_swap  a standby prefill worker with the new share attaches to the decode owner and is
                 swapped in (simulated engine; Semi-PD DistServe branch layout)
   restart       the split is fixed at launch (Semi-PD `main`: SEMI_PD_*_SM_PERCENTILE env and
-                --enable-semi-pd), so a change relaunches the engine
+                --enable-semi-pd; upstream SGLang PD-Multiplexing: the green-context SM groups of
+                its --pdmux-config-path file), so a change relaunches the engine
   none          the engine has no prefill/decode split (vLLM, vllm-ascend, MindIE)
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from semipd.agent import pdmux
 from semipd.agent.runpaths import RUN_DIR_ENV
 from semipd.agent.split import Split
 
@@ -29,6 +31,8 @@ SEMI_PD_DECODE_ENV = "SEMI_PD_DECODE_SM_PERCENTILE"
 class Launch:
     argv: tuple[str, ...]
     env: dict[str, str]
+    files: tuple[tuple[str, str], ...] = ()
+    """(path, content) the supervisor writes before starting the process."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,40 @@ class SglangSemiPdDriver(Driver):
         return Launch(args, env)
 
 
+class SglangPdmuxDriver(Driver):
+    """Upstream SGLang with `--enable-pdmux`: the split is the SM division of its config file (agent/pdmux.py)."""
+
+    kind = "sglang"
+    switch_mode = RESTART
+    default_split = Split(50, 50)
+    default_port = 30000
+    health_path = "/health"
+    _owned_flags = ("--pdmux-config-path",)
+
+    def check_command(self, argv: Sequence[str], run_dir: str) -> list[str]:
+        problems = super().check_command(argv, run_dir)
+        if argv and not has_flag(argv, "--enable-pdmux"):
+            problems.append("the sglang engine command must pass --enable-pdmux: the split is PD-Multiplexing's")
+        problems += [
+            f"{flag} is set by the agent; remove it from the engine command"
+            for flag in self._owned_flags
+            if has_flag(argv, flag)
+        ]
+        return problems
+
+    def engine_launch(self, argv: Sequence[str], split: Split, run_dir: str, base_env: Mapping[str, str]) -> Launch:
+        try:
+            total_sms = int(base_env[pdmux.SM_COUNT_ENV])
+            capability = pdmux.parse_compute_capability(base_env[pdmux.COMPUTE_CAPABILITY_ENV])
+        except (KeyError, ValueError) as e:
+            raise pdmux.PdmuxError(
+                f"{pdmux.SM_COUNT_ENV} and {pdmux.COMPUTE_CAPABILITY_ENV} must be set for the sglang driver: {e}"
+            ) from e
+        path = f"{run_dir.rstrip('/')}/{pdmux.CONFIG_FILE}"
+        content = pdmux.config_yaml(pdmux.sm_division(split, total_sms, capability))
+        return Launch((*argv, "--pdmux-config-path", path), _with_env(base_env, run_dir, {}), ((path, content),))
+
+
 class UnsupportedSplitDriver(Driver):
     switch_mode = NONE
     default_split = Split(100, 100)
@@ -184,6 +222,7 @@ DRIVERS: dict[str, Driver] = {
     for d in (
         SimDriver(),
         SglangSemiPdDriver(),
+        SglangPdmuxDriver(),
         UnsupportedSplitDriver(
             "vllm",
             "vLLM runs prefill and decode in one co-located engine process; it has no separate prefill/decode "

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Coroutine, Mapping
+from pathlib import Path
 from typing import Any
 
 from semipd.agent import drivers, engineprobe, lifecycle
@@ -127,6 +128,8 @@ class Supervisor:
 
     async def _launch_owner(self, split: Split) -> ChildProcess:
         launch = self.driver.engine_launch(self.s.engine_argv, split, self.s.run_dir, self._child_env)
+        for path, content in launch.files:  # e.g. SGLang PD-Multiplexing's SM-group config
+            Path(path).write_text(content)
         child = await ChildProcess.start("engine", launch.argv, launch.env)
         self.owner = child
         self._write_pids()

@@ -72,6 +72,7 @@ class EngineKind(StrEnum):
     """Which engine the pods run; each kind has a driver that knows its flags and metrics."""
 
     SGLANG_SEMIPD = "sglang-semipd"
+    SGLANG = "sglang"
     VLLM = "vllm"
     VLLM_ASCEND = "vllm-ascend"
     MINDIE = "mindie"
@@ -171,7 +172,7 @@ class EngineSpec(ApiModel):
     )
 
     kind: EngineKind = Field(default=EngineKind.SGLANG_SEMIPD, strict=False)
-    """`sglang-semipd` (Semi-PD SGLang fork), `vllm`, `vllm-ascend`, `mindie`, or `sim` (the simulated engine)."""
+    """`sglang-semipd` (Semi-PD SGLang fork), `sglang` (upstream SGLang PD-Multiplexing), `vllm`, `vllm-ascend`, `mindie`, or `sim` (the simulated engine)."""
 
     image: str | None = Field(default=None, min_length=1, max_length=1024)
     """Engine container image; the simulated engine defaults to the operator image."""

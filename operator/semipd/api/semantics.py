@@ -186,7 +186,7 @@ def semantic_problems(
         problems.append(
             SpecProblem(
                 "spec.semiPD.enabled",
-                "no node pool's engine can split prefill and decode (use sglang-semipd or sim, "
+                "no node pool's engine can split prefill and decode (use sglang-semipd, sglang or sim, "
                 "or set semiPD.enabled to false)",
             )
         )

@@ -48,6 +48,10 @@ _ASCEND = frozenset({Accelerator.ASCEND})
 CAPABILITIES: dict[EngineKind, EngineCapabilities] = {
     # Semi-PD `main` fixes the split at launch (SEMI_PD_*_SM_PERCENTILE): changing it relaunches.
     EngineKind.SGLANG_SEMIPD: EngineCapabilities(_NVIDIA, SwitchMode.RESTART),
+    # Upstream SGLang PD-Multiplexing builds its green-context SM groups once, from the
+    # --pdmux-config-path file, at scheduler start: a new split is a new file and a relaunch.
+    # Blackwell (compute capability 10) is not supported upstream yet (sglang #32931).
+    EngineKind.SGLANG: EngineCapabilities(_NVIDIA, SwitchMode.RESTART),
     # Co-located engines: no separate prefill/decode workers, nothing to split.
     EngineKind.VLLM: EngineCapabilities(_NVIDIA, SwitchMode.NONE, supports_expert_rebalance=True),
     EngineKind.VLLM_ASCEND: EngineCapabilities(_ASCEND, SwitchMode.NONE, supports_expert_rebalance=True),

@@ -131,7 +131,11 @@ async def observe_pool(
                 )
                 continue
             selector = pod_selector(namespace, ready)
-            q = _Queries(get_driver(spec.effective_engine(np).kind).metrics, selector, range_)
+            driver = get_driver(spec.effective_engine(np).kind)
+            q = _Queries(driver.metrics, selector, range_)
+            # An engine without a split runs both phases on the whole device: (100, 100), as the agent's
+            # default says, so its pods are judged against the SLO like any other (no split is "unread").
+            whole_device = None if driver.capabilities.supports_split else (100, 100)
             keys = list(q.per_pod)
             results = await asyncio.gather(
                 *(source.query(q.per_pod[k]) for k in keys),
@@ -145,7 +149,7 @@ async def observe_pool(
                 ages.append(age)
             for p in ready:
                 name = p["metadata"]["name"]
-                split = splits.get(name)
+                split = splits.get(name) or whole_device
                 pod_obs.append(
                     PodObservation(
                         pod=name,

@@ -47,7 +47,8 @@ def balancedness(loads: FloatArray) -> FloatArray:
 
 @dataclass(frozen=True)
 class VllmBalancedness:
-    """vllm:eplb_balancedness_{min,p50,p90,avg}: worst, median, 10th-percentile and mean layer."""
+    """Balancedness summary in vLLM EPLB's terms (worst, median, 10th-percentile and mean layer); vLLM
+    0.32 only logs it (`log_balancedness`) and exports no Prometheus series for it."""
 
     min: float
     p50: float
