@@ -102,11 +102,13 @@ def test_default_render_is_valid_kubernetes(render: Render) -> None:
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(
         ["ServiceAccount", "Secret", "ConfigMap", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-         "Service", "Deployment"]
+         "Service", "Deployment", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     )  # fmt: skip
+    cluster_scoped = ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding")  # fmt: skip
     for o in objs:
         kubernetes_validate.validate(o, KUBE_VERSION.rsplit(".", 1)[0], strict=True)
-        if o["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        if o["kind"] not in cluster_scoped:
             assert o["metadata"]["namespace"] == "ops", o["kind"]
     assert "0.0.0.0" not in json.dumps(objs)
 
@@ -127,8 +129,8 @@ def test_rbac_has_exact_verbs_and_no_wildcards(render: Render) -> None:
     text = json.dumps(role["rules"])
     assert "*" not in text
     got = rules_of(role)
-    # Secrets: write-only (tokens are derived from the key, never read back).
-    assert got[("", "secrets")] == {"create", "patch"}
+    # Secrets: create-only (a patch response would hand back any Secret's data).
+    assert got[("", "secrets")] == {"create"}
     assert got[("", "pods")] == {"list", "watch", "patch"}  # patch: the context-length-range label only
     assert got[("", "events")] == {"create"}
     assert got[("semipd.io", "inferencepools/status")] == {"patch"}
@@ -172,9 +174,9 @@ def required_rules() -> dict[Rule, set[str]]:
     for child in children:
         key = f"{child['apiVersion']}/{child['kind']}"
         rule = plural_of[key]
-        need.setdefault(rule, set()).update({"create", "patch"})  # server-side apply creates or patches
+        need.setdefault(rule, set()).add("create")  # the first write is a create (never an apply onto a stranger)
         if key not in UNWATCHED:
-            need[rule].add("delete")  # pruned when no longer wanted
+            need[rule].update({"patch", "delete"})  # server-side apply of what is ours; pruned when no longer wanted
     return need
 
 

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,8 +27,8 @@ from semipd.controller.config import OperatorConfig
 from semipd.controller.evaluate import Evaluation, evaluate
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient
 from semipd.controller.kvplacement import label_pods, placement_in_force
-from semipd.controller.plan import UNWATCHED, key_of, plan_children
-from semipd.controller.rollout import pool_health
+from semipd.controller.plan import UNWATCHED, conflict_message, conflict_with, key_of, plan_children
+from semipd.controller.rollout import Verdict, pool_health
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
@@ -152,18 +152,47 @@ def _what_changed(cached: dict[str, Any] | None, live: dict[str, Any], since: st
     return "updated" if any(str(m.get("time", "")) >= since for m in ours) else None
 
 
-async def _converge(ctx: OperatorContext, body: dict[str, Any], owner: Owner, desired: list[dict[str, Any]]) -> None:
+async def _check_owner(ctx: OperatorContext, owner: Owner, intent: dict[str, Any]) -> tuple[bool, str | None]:
+    """(exists, conflict) for the object `intent` names, writing nothing to an existing object.
+
+    Unwatched kinds (Secrets) are create-only, so for them the check is the create: a 409 means
+    ours only if this pool already has a Deployment of ours (those are created after the Secret)."""
+    key = key_of(intent)
+    if key[0] in UNWATCHED:
+        created = await ctx.children.create(intent) is not None
+        if created or any(True for _ in ctx.cache.owned_by(owner.uid, DEPLOYMENT)):
+            return True, None
+        return True, conflict_message(f"{intent['kind']} {key[1]}/{key[2]}", owner.name, adoptable=False)
+    live = ctx.cache.get(*key)
+    if live is None:
+        api_version, _, kind = key[0].rpartition("/")
+        live = await ctx.children.find(api_version, kind, key[1], key[2])
+    return live is not None, conflict_with(live, owner.uid, owner.name)
+
+
+async def _converge(
+    ctx: OperatorContext, body: dict[str, Any], owner: Owner, desired: list[dict[str, Any]]
+) -> list[str]:
+    """Apply and prune; returns the conflicts (objects left untouched). With a conflict nothing else is written."""
     owned = [k for k, _ in ctx.cache.owned_by(owner.uid)]
     plan = plan_children(desired, ctx.cache.objects, owned, ctx.applied_digests)
     started = now_rfc3339()
-    for intent in plan.apply:
+    checked = [(intent, *await _check_owner(ctx, owner, intent)) for intent in plan.apply]
+    conflicts = [conflict for _, _, conflict in checked if conflict]
+    if conflicts:
+        return conflicts
+    for intent, exists, _ in checked:
         key = key_of(intent)
-        cached = ctx.cache.get(*key) if key[0] not in UNWATCHED else None
-        live = await ctx.children.apply(intent)
         ctx.applied_digests[key] = intent_digest(intent)
-        if key[0] not in UNWATCHED:
-            ctx.cache.put(key[0], live)
-        verb = _what_changed(cached, live, started, ctx.config.field_manager)
+        if key[0] in UNWATCHED:
+            continue
+        cached = ctx.cache.get(*key)
+        # The first write is a create: an apply would merge into an object made meanwhile under that name.
+        live = await ctx.children.apply(intent) if exists else await ctx.children.create(intent)
+        if live is None:
+            continue  # created by someone else since the check: the next reconcile reports it
+        ctx.cache.put(key[0], live)
+        verb = "created" if not exists else _what_changed(cached, live, started, ctx.config.field_manager)
         if verb:
             await ctx.events.post(body, "Normal", "Applied", f"{intent['kind']} {key[2]} {verb}")
     for kind, namespace, name in plan.prune:
@@ -171,6 +200,7 @@ async def _converge(ctx: OperatorContext, body: dict[str, Any], owner: Owner, de
         await ctx.children.delete(api_version, k, namespace, name)
         ctx.cache.drop(kind, namespace, name)
         await ctx.events.post(body, "Normal", "Pruned", f"{k} {name} deleted: no longer in the spec")
+    return []
 
 
 async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Logger) -> None:
@@ -201,7 +231,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                     scrape_interval_s=ctx.config.scrape_interval,
                 )
             else:
-                await _converge(ctx, body, owner, desired)
+                conflicts = await _converge(ctx, body, owner, desired)
                 kv_cache = placement_in_force(ctx.autoscale.get((namespace, name)), body.get("status"))
                 await label_pods(ctx, namespace, name, kv_cache, logger)
                 pods = ctx.cache.labelled(POD, namespace, {names.POOL_LABEL: name})
@@ -216,6 +246,8 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                     for np in spec.node_pools
                 }
                 health = pool_health(spec, name, deployments, pods, splits, supported)
+                if conflicts:
+                    health = replace(health, degraded=Verdict(True, "Conflict", "; ".join(conflicts)))
                 result = evaluate(
                     *args,
                     ctx.capabilities_of,
