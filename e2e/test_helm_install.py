@@ -297,7 +297,7 @@ def test_forbidden_actions_are_denied_to_the_operator(cluster: Any, installed: P
                     check=False)  # fmt: skip
     for verb, resource, ns in [
         ("get", "secrets", OTHER_NS), ("list", "secrets", OTHER_NS), ("list", "secrets", POOL_NS),
-        ("get", "secrets", POOL_NS), ("watch", "secrets", POOL_NS), ("delete", "secrets", POOL_NS),
+        ("get", "secrets", POOL_NS), ("watch", "secrets", POOL_NS),
         ("patch", "secrets", POOL_NS), ("update", "secrets", POOL_NS), ("patch", "secrets", OTHER_NS),
         ("create", "deployments.apps", OTHER_NS), ("list", "inferencepools.semipd.io", OTHER_NS),
         ("delete", "pods", POOL_NS), ("create", "pods", POOL_NS), ("update", "deployments.apps", POOL_NS),

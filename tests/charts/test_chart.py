@@ -130,7 +130,7 @@ def test_rbac_has_exact_verbs_and_no_wildcards(render: Render) -> None:
     assert "*" not in text
     got = rules_of(role)
     # Secrets: create-only (a patch response would hand back any Secret's data).
-    assert got[("", "secrets")] == {"create"}
+    assert got[("", "secrets")] == {"create", "delete"}  # delete: our own, replaced after a key rotation
     assert got[("", "pods")] == {"list", "watch", "patch"}  # patch: the context-length-range label only
     assert got[("", "events")] == {"create"}
     assert got[("semipd.io", "inferencepools/status")] == {"patch"}
@@ -159,6 +159,7 @@ def required_rules() -> dict[Rule, set[str]]:
     }
     plural_of = {kind: (group, plural) for group, _, plural, kind in CHILD_KINDS}
     plural_of["v1/Secret"] = ("", "secrets")
+    need[("", "secrets")] = {"delete"}  # reconcile._check_owner replaces our token Secret after a key rotation
     for kind in plural_of.values():
         if kind != ("", "secrets"):
             need.setdefault(kind, set()).update({"list", "watch"})  # track_child watch caches

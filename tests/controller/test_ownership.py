@@ -44,3 +44,20 @@ def test_adoption_only_by_an_explicit_annotation_naming_the_pool() -> None:
     assert conflict_with(obj(**{ADOPT_ANNOTATION: "other"}), UID, "shop") is not None
     # Another pool's object with a colliding name is as foreign as a user's.
     assert conflict_with(obj(LABELS, [{**REF, "uid": "another-pool"}]), UID, "shop") is not None
+
+
+def test_a_rotated_key_marks_our_token_secret_stale() -> None:
+    import base64
+
+    from semipd.controller.reconcile import _stale_token
+    from semipd.desired.children import TOKEN_KEY
+    from semipd.desired.names import TOKEN_HASH_ANNOTATION
+    from semipd.desired.workload import token_hash
+
+    intent = {"data": {TOKEN_KEY: base64.b64encode(b"new-token").decode()}}
+
+    def deployment(token: str) -> dict[str, Any]:
+        return {"spec": {"template": {"metadata": {"annotations": {TOKEN_HASH_ANNOTATION: token_hash(token)}}}}}
+
+    assert not _stale_token(intent, [deployment("new-token"), deployment("new-token")])
+    assert _stale_token(intent, [deployment("new-token"), deployment("old-token")])

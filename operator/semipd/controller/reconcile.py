@@ -9,6 +9,7 @@ longer wanted, and writes status only when it changed. An invalid spec never tou
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import time
@@ -32,9 +33,10 @@ from semipd.controller.rollout import Verdict, pool_health
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
+from semipd.desired.children import TOKEN_KEY
 from semipd.desired.owner import Owner
 from semipd.desired.pool import desired_children
-from semipd.desired.workload import WorkloadSettings, desired_replicas, intent_digest
+from semipd.desired.workload import WorkloadSettings, desired_replicas, intent_digest, token_hash
 from semipd.engines import DriverError, get_driver
 from semipd.observe.prometheus import PrometheusSource
 
@@ -152,17 +154,31 @@ def _what_changed(cached: dict[str, Any] | None, live: dict[str, Any], since: st
     return "updated" if any(str(m.get("time", "")) >= since for m in ours) else None
 
 
+def _stale_token(intent: dict[str, Any], deployments: list[dict[str, Any]]) -> bool:
+    """Our Deployments' pods were rolled out with another token than `intent` carries (the key was rotated)."""
+    token = base64.b64decode(intent["data"][TOKEN_KEY]).decode()
+    have = {((d.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations", {}).get(
+        names.TOKEN_HASH_ANNOTATION) for d in deployments}  # fmt: skip
+    return bool(have - {token_hash(token)})
+
+
 async def _check_owner(ctx: OperatorContext, owner: Owner, intent: dict[str, Any]) -> tuple[bool, str | None]:
     """(exists, conflict) for the object `intent` names, writing nothing to an existing object.
 
     Unwatched kinds (Secrets) are create-only, so for them the check is the create: a 409 means
-    ours only if this pool already has a Deployment of ours (those are created after the Secret)."""
+    ours only if this pool already has a Deployment of ours (those are created after the Secret).
+    If those Deployments run another token (a rotated key), our Secret is replaced: delete, create."""
     key = key_of(intent)
     if key[0] in UNWATCHED:
-        created = await ctx.children.create(intent) is not None
-        if created or any(True for _ in ctx.cache.owned_by(owner.uid, DEPLOYMENT)):
+        if await ctx.children.create(intent) is not None:
             return True, None
-        return True, conflict_message(f"{intent['kind']} {key[1]}/{key[2]}", owner.name, adoptable=False)
+        deployments = [body for _, body in ctx.cache.owned_by(owner.uid, DEPLOYMENT)]
+        if not deployments:
+            return True, conflict_message(f"{intent['kind']} {key[1]}/{key[2]}", owner.name, adoptable=False)
+        if _stale_token(intent, deployments):
+            await ctx.children.delete(intent["apiVersion"], intent["kind"], key[1], key[2])
+            await ctx.children.create(intent)
+        return True, None
     live = ctx.cache.get(*key)
     if live is None:
         api_version, _, kind = key[0].rpartition("/")
