@@ -261,3 +261,66 @@ def test_colliding_foreign_objects_stay_identical_and_the_pool_reports_the_confl
     assert [e["reason"] for e in events["items"]].count("Conflict") == 1, [e["reason"] for e in events["items"]]
     assert collide_operator.metric("semipd_api_requests_total", verb="apply", kind="Deployment") == 0
     assert not collide_operator.tracebacks()
+
+
+# --- derived RBAC -----------------------------------------------------------------------------------
+
+# How each recorded client call is authorized: (verb label, kind label) -> (API group, resource, RBAC verb).
+KINDS = {"Deployment": ("apps", "deployments"), "Service": ("", "services"), "Secret": ("", "secrets"),
+         "PodDisruptionBudget": ("policy", "poddisruptionbudgets"), "Pod": ("", "pods"),
+         "InferencePool": ("inference.networking.k8s.io", "inferencepools"), "ConfigMap": ("", "configmaps"),
+         "HTTPRoute": ("gateway.networking.k8s.io", "httproutes"), "Event": ("", "events")}  # fmt: skip
+VERBS = {"apply": "patch", "create": "create", "list": "list", "get": "get", "delete": "delete"}
+
+
+def rbac_need(verb: str, kind: str) -> tuple[str, str, str]:
+    if kind == "InferencePool" and verb in ("get", "patch-status"):  # our own CR (PoolClient)
+        return ("semipd.io", "inferencepools/status", "patch") if verb == "patch-status" else (
+            "semipd.io", "inferencepools", "get")  # fmt: skip
+    group, resource = KINDS[kind]
+    return group, resource, VERBS[verb]
+
+
+def chart_role_rules() -> set[tuple[str, str, str]]:
+    rendered = subprocess.run(
+        [str(binary("helm")), "template", RELEASE, str(CHART), "-n", OPS_NS, "--kube-version", "1.35.0",
+         "--set", f"watchNamespaces={{{COLLIDE_NS}}}"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    (role,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Role"]
+    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+            for v in rule["verbs"]}  # fmt: skip
+
+
+def recorded_calls(op: OperatorProcess) -> set[tuple[str, str]]:
+    """(verb, kind) of every API request the operator's client made, as its own request counter recorded them."""
+    text = httpx.get(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=5).text
+    calls = set()
+    for line in text.splitlines():
+        if line.startswith("semipd_api_requests_total{") and float(line.rsplit(" ", 1)[1]) > 0:
+            labels = dict(part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(","))
+            calls.add((labels["verb"].strip('"'), labels["kind"].strip('"')))
+    return calls
+
+
+def test_the_charts_role_grants_every_call_the_operator_made(cluster: Any, collide_operator: OperatorProcess) -> None:
+    doc = base_pool()
+    doc["metadata"]["name"] = "clean"
+    cluster.kubectl("apply", "-n", COLLIDE_NS, "-f", "-", input=yaml.safe_dump(doc))
+    names = ("clean-h200", "clean-ascend")
+    wait_until(lambda: all(cluster.kubectl("get", "deployment", n, "-n", COLLIDE_NS, check=False).returncode == 0
+                           for n in names), timeout=60, what="the clean pool's Deployments")  # fmt: skip
+    doc["spec"]["nodePools"] = doc["spec"]["nodePools"][:1]  # prune: the ascend Deployment is deleted
+    cluster.kubectl("apply", "-n", COLLIDE_NS, "-f", "-", input=yaml.safe_dump(doc))
+    wait_until(lambda: cluster.kubectl("get", "deployment", "clean-ascend", "-n", COLLIDE_NS,
+                                       check=False).returncode != 0, timeout=60, what="pruned")  # fmt: skip
+    calls = recorded_calls(collide_operator)
+    assert {("create", "Deployment"), ("list", "Deployment"), ("delete", "Deployment"), ("create", "Secret"),
+            ("patch-status", "InferencePool"), ("create", "Event")} <= calls, calls  # fmt: skip
+    granted = chart_role_rules()
+    missing = sorted(f"{verb} {kind} needs {rbac_need(verb, kind)}" for verb, kind in calls
+                     if rbac_need(verb, kind) not in granted)  # fmt: skip
+    assert missing == []
+    # Secrets: what the operator does with them is exactly what the chart grants, nothing more.
+    assert {v for g, r, v in granted if r == "secrets"} == {"create", "delete"}
+    assert {v for v, k in calls if k == "Secret"} <= {"create", "delete"}
