@@ -13,7 +13,7 @@ help:
 	@echo "make demo          the main job (see README)"
 	@echo "make test          lint + unit tests + e2e tests on a real local control plane"
 	@echo "make crds          regenerate crds/ from the pydantic API models"
-	@echo "make lint          ruff + mypy --strict"
+	@echo "make lint          ruff + mypy --strict + import contracts (lint-imports)"
 	@echo "make cluster-up    start (or reuse) the local control plane; prints the kubeconfig path"
 	@echo "make cluster-down  stop it and every process it started"
 
@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check operator tests e2e bench scripts
 	$(BIN)/ruff format --check operator tests e2e bench scripts
 	$(BIN)/mypy --strict operator/semipd
+	$(BIN)/lint-imports
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests -q

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from e2e.harness import addresses, kwok, nodes, podspec, prometheus
+from e2e.harness import addresses, kwok, nodes, podspec, podvolumes, prometheus
 from e2e.harness.config import LOCAL_EXEC_ANNOTATION
 from e2e.harness.pki import Pki
 from e2e.harness.podspec import ContainerState, PodConfigError
@@ -115,7 +115,7 @@ def test_projected_service_account_volume() -> None:
             ],
         },
     }
-    content = podspec.volume_content(pod(), vol, mint_token=mint, **lookups())
+    content = podvolumes.volume_content(pod(), vol, mint_token=mint, **lookups())
     assert content.refresh
     assert {f.path: f.data for f in content.files or []} == {"token": b"tok", "ca.crt": b"hi", "namespace": b"ns"}
     assert minted == [(None, 3607)]
@@ -126,25 +126,25 @@ def test_secret_volume_items_modes_and_escape_protection() -> None:
         "name": "v",
         "secret": {"secretName": "s", "defaultMode": 0o400, "items": [{"key": "k", "path": "dir/key", "mode": 0o600}]},
     }
-    content = podspec.volume_content(pod(), vol, mint_token=lambda a, e: "", **lookups())
+    content = podvolumes.volume_content(pod(), vol, mint_token=lambda a, e: "", **lookups())
     assert [(f.path, f.data, f.mode) for f in content.files or []] == [("dir/key", b"secret-value", 0o600)]
     bad = {"name": "v", "secret": {"secretName": "s", "items": [{"key": "k", "path": "../../etc/x"}]}}
     with pytest.raises(PodConfigError, match="escapes"):
-        podspec.volume_content(pod(), bad, mint_token=lambda a, e: "", **lookups())
+        podvolumes.volume_content(pod(), bad, mint_token=lambda a, e: "", **lookups())
     missing = {"name": "v", "configMap": {"name": "absent"}}
     with pytest.raises(PodConfigError, match="not found"):
-        podspec.volume_content(pod(), missing, mint_token=lambda a, e: "", **lookups())
+        podvolumes.volume_content(pod(), missing, mint_token=lambda a, e: "", **lookups())
     optional = {"name": "v", "configMap": {"name": "absent", "optional": True}}
-    assert podspec.volume_content(pod(), optional, mint_token=lambda a, e: "", **lookups()).files == []
+    assert podvolumes.volume_content(pod(), optional, mint_token=lambda a, e: "", **lookups()).files == []
 
 
 def test_empty_dir_memory_and_unsupported_volume() -> None:
     mint = lambda a, e: ""  # noqa: E731
-    assert podspec.volume_content(
+    assert podvolumes.volume_content(
         pod(), {"name": "v", "emptyDir": {"medium": "Memory"}}, mint_token=mint, **lookups()
     ).memory
     with pytest.raises(PodConfigError, match="unsupported volume"):
-        podspec.volume_content(
+        podvolumes.volume_content(
             pod(), {"name": "v", "persistentVolumeClaim": {"claimName": "x"}}, mint_token=mint, **lookups()
         )
 
@@ -159,13 +159,13 @@ def test_mounts_order_subpath_and_validation() -> None:
             {"name": "b", "mountPath": "/data/$(X)", "subPathExpr": "p-$(X)"},
         ],
     }
-    ms = podspec.mounts(c, {"a": "/v/a", "b": "/v/b"}, {"X": "7"})
+    ms = podvolumes.mounts(c, {"a": "/v/a", "b": "/v/b"}, {"X": "7"})
     assert [m.target for m in ms][:1] == ["/semipd"]
-    assert podspec.Mount("/v/a", "/semipd/bin", True) in ms
-    assert podspec.Mount("/v/b/conf/app.conf", "/etc/app.conf", False) in ms
-    assert podspec.Mount("/v/b/p-7", "/data/$(X)", False) in ms
+    assert podvolumes.Mount("/v/a", "/semipd/bin", True) in ms
+    assert podvolumes.Mount("/v/b/conf/app.conf", "/etc/app.conf", False) in ms
+    assert podvolumes.Mount("/v/b/p-7", "/data/$(X)", False) in ms
     with pytest.raises(PodConfigError, match="names no volume"):
-        podspec.mounts({"name": "c", "volumeMounts": [{"name": "z", "mountPath": "/z"}]}, {}, {})
+        podvolumes.mounts({"name": "c", "volumeMounts": [{"name": "z", "mountPath": "/z"}]}, {}, {})
 
 
 def test_restart_rules_and_backoff() -> None:
@@ -225,8 +225,9 @@ def test_probe_parsing_named_ports() -> None:
 
 
 def test_decode_secret_and_configmap_binary() -> None:
-    assert podspec.decode_secret({"a": base64.b64encode(b"\x00\x01").decode()}) == {"a": b"\x00\x01"}
-    assert podspec.encode_configmap({"t": "x"}, {"b": base64.b64encode(b"\xff").decode()}) == {"t": b"x", "b": b"\xff"}
+    assert podvolumes.decode_secret({"a": base64.b64encode(b"\x00\x01").decode()}) == {"a": b"\x00\x01"}
+    binary = {"b": base64.b64encode(b"\xff").decode()}
+    assert podvolumes.encode_configmap({"t": "x"}, binary) == {"t": b"x", "b": b"\xff"}
 
 
 # --- nodes ----------------------------------------------------------------------------------

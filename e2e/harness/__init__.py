@@ -4,8 +4,9 @@ Real etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on 1
 GPU/Ascend nodes with 127/8 pod CIDRs, a local kubelet for opted-in pods, and Prometheus.
 """
 
-from .cluster import Cluster, ClusterError
+from .cluster import Cluster
 from .config import LOCAL_EXEC_ANNOTATION
+from .handle import ClusterError
 from .nodes import NodePool, Taint, ascend_pool, default_pools, gpu_pool
 from .processes import Timeout, wait_until
 

@@ -3,15 +3,15 @@ evaluations against in-memory stand-ins for the apiserver, the agents and Promet
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from semipd.api.v1alpha1 import EngineKind, ExpertPlacementStatus, InferencePoolSpec
+from semipd.context import Actuation, PoolFacts, actuation_of, pool_facts
 from semipd.controller import experts as step
-from semipd.controller.experts import Actuation, ExpertTopology, actuation_of, plan_rebalance, topology_of
 from semipd.controller.view import AutoscaleView
 from semipd.desired import experts as desired
 from semipd.desired.owner import Owner
@@ -19,6 +19,7 @@ from semipd.engines.capabilities import CAPABILITIES, EngineCapabilities, Switch
 from semipd.perf.moe import layer_hit_probabilities
 from semipd.policy.experts.formats import ExpertPlacementDoc
 from semipd.policy.experts.metrics import PlacementQuality
+from semipd.policy.experts.rebalance import ExpertTopology, plan_rebalance, topology_of
 from semipd.policy.experts.trigger import TriggerPolicy
 
 NS, NAME, NP = "ml", "moe", "h200"
@@ -188,9 +189,18 @@ BODY = {"metadata": {"name": NAME, "namespace": NS, "uid": "uid-1"}}
 
 
 async def evaluate(
-    ctx: Ctx, s: InferencePoolSpec, source: Prometheus, view: AutoscaleView, now: float, pods: Any
+    ctx: Ctx,
+    s: InferencePoolSpec,
+    source: Prometheus,
+    view: AutoscaleView,
+    now: float,
+    pods: Any,
+    actuation: Actuation | None = None,
 ) -> Any:
-    return await step.place_experts(ctx, BODY, s, source, {NP: pods}, "tok", view, now)
+    facts = pool_facts(s)
+    if actuation is not None:  # an engine kind with this actuation path (none of ours reads maps at start-up)
+        facts = PoolFacts({NP: replace(facts[NP], actuation=actuation)})
+    return await step.place_experts(ctx, BODY, s, facts, source, {NP: pods}, "tok", view, now)
 
 
 async def test_sustained_imbalance_writes_version_1_and_pushes_it_to_every_ready_pod() -> None:
@@ -284,12 +294,12 @@ async def test_a_failed_push_shows_in_applied_and_is_retried_next_time() -> None
     assert view.experts[NP].applied == "2/2"
 
 
-async def test_engines_reading_maps_at_start_up_get_a_rolling_restart(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(step, "actuation_of", lambda kind: Actuation.ROLLING_RESTART)
+async def test_engines_reading_maps_at_start_up_get_a_rolling_restart() -> None:
+    rolling = Actuation.ROLLING_RESTART
     ctx = Ctx(Children(), Agents({"p1": 0}))
     source, view, s, pods = Prometheus(skewed()), AutoscaleView(), spec(), [pod("p1")]
     for t in range(0, 25, 5):
-        decisions = await evaluate(ctx, s, source, view, T0 + t, pods)
+        decisions = await evaluate(ctx, s, source, view, T0 + t, pods, rolling)
     assert decisions[0].details["actuation"] == "RollingRestart"
     (cm, _), (rollout, suffix) = ctx.children.applies
     assert cm["kind"] == "ConfigMap"
@@ -297,7 +307,7 @@ async def test_engines_reading_maps_at_start_up_get_a_rolling_restart(monkeypatc
     assert suffix == "-experts"
     assert ctx.agents.puts == []
     assert view.experts[NP].applied == "0/1"
-    await evaluate(ctx, s, source, view, T0 + 30, [pod("p1b", version=1)])
+    await evaluate(ctx, s, source, view, T0 + 30, [pod("p1b", version=1)], rolling)
     assert view.experts[NP].applied == "1/1"
 
 

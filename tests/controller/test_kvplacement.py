@@ -11,10 +11,17 @@ from kubernetes.aio.client import ApiException
 
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.controller.cache import ObjectCache
-from semipd.controller.kvplacement import ACTION, kv_placement_step, label_pods, placement_in_force
+from semipd.controller.kvplacement import (
+    ACTION,
+    decide_kv_placement,
+    label_pods,
+    placement_in_force,
+    publish_kv_placement,
+)
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.desired.routing import CONTEXT_RANGE_LABEL
+from semipd.observe.kvcache import observe_kv_pools
 from semipd.observe.prometheus import Series
 from semipd.policy.kvcache import REASON_MOVED, REASON_SELECTED, REASON_USAGE_UNKNOWN
 from semipd.policy.observation import Observation, PodObservation
@@ -115,7 +122,11 @@ def labels(ctx: Ctx) -> dict[str, str | None]:
 
 
 async def step(ctx: Ctx, view: AutoscaleView, by_np: Any, obs: Observation, body: Any = BODY) -> None:
-    await kv_placement_step(ctx, body, spec(), view, NoHistogram(), obs, by_np, NOW, LOG)  # type: ignore[arg-type]
+    """What one autoscaler evaluation does for KV placement: observe, decide, publish."""
+    s = spec()
+    observed = await observe_kv_pools(NoHistogram(), s, "ml", by_np, obs)  # type: ignore[arg-type]
+    new, decision = decide_kv_placement(s, observed, view, body.get("status"), NOW)
+    await publish_kv_placement(ctx, body, view, new, decision, LOG)
 
 
 async def test_selects_moves_and_keeps_with_decisions_only_on_change() -> None:

@@ -14,7 +14,6 @@ from semipd.api.v1alpha1 import EngineKind, InferencePoolSpec
 from semipd.engines import DRIVERS, DriverError, EngineContext, EngineDriver, get_driver
 from semipd.engines.mindie import CONFIG_PATH, mindie_config
 from semipd.engines.promql import le_label
-from semipd.engines.sim import hardware_profile
 from semipd.engines.wrapper import (
     agent_init_container,
     agent_liveness_probe,
@@ -22,6 +21,7 @@ from semipd.engines.wrapper import (
     agent_volumes,
     wrapped_command,
 )
+from semipd.perf.resolve import hardware_profile
 
 
 def pool_spec(kind: str, accelerator: str = "nvidia", **extra: Any) -> InferencePoolSpec:

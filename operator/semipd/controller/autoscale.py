@@ -1,8 +1,11 @@
-"""The autoscaler's imperative shell: every `autoscaling.interval`, observe -> plan() -> act.
+"""The autoscaler's imperative shell: every `autoscaling.interval`, one pass per InferencePool.
 
-Split changes go to the agents' admin API (bounded concurrency per node pool, timeouts, retries);
-replica decisions are handed to reconcile(), which applies them to the Deployments; the decision
-log, MetricsAvailable and SLOMet go into status through the same reconcile.
+Resolve once (`PoolEvaluation`: spec, per-node-pool facts, pods, token, metrics source), observe
+once (`PoolObservation`: SLO series, splits, KV usage), decide once (`decide`: the SLO plan and the
+KV-cache placement, pure), then act: split changes go to the agents' admin API (bounded concurrency
+per node pool, timeouts, retries), expert maps to ConfigMaps and agents, replica decisions to
+reconcile(), which applies them to the Deployments and publishes the decision log, MetricsAvailable
+and SLOMet in status.
 """
 
 from __future__ import annotations
@@ -11,44 +14,34 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from semipd.api.durations import format_seconds, to_seconds
 from semipd.api.semantics import parse_spec
 from semipd.api.v1alpha1 import Decision as StatusDecision
-from semipd.api.v1alpha1 import InferencePoolSpec
+from semipd.api.v1alpha1 import InferencePoolSpec, KVCachePlacementStatus
+from semipd.context import PoolFacts, pool_facts
 from semipd.controller import metrics
 from semipd.controller.agents import ready_pod_ips
 from semipd.controller.experts import place_experts
-from semipd.controller.kvplacement import kv_placement_step
+from semipd.controller.kvplacement import decide_kv_placement, publish_kv_placement
 from semipd.controller.promsource import choose_source
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
-from semipd.engines import get_driver
-from semipd.engines.capabilities import SwitchMode
 from semipd.observe.fleet import observe_pool
-from semipd.policy.planner import PoolContext, plan
-from semipd.policy.profiles import latency_model_for
+from semipd.observe.kvcache import observe_kv_pools
+from semipd.observe.prometheus import PrometheusSource
+from semipd.policy.kvcache import KVPoolObservation
+from semipd.policy.observation import Observation
+from semipd.policy.planner import plan
 from semipd.policy.state import Decision, Plan, SplitChange
 
 SWITCHES_PER_POOL = 2
 """At most this many concurrent split switches per node pool (each briefly runs a standby worker)."""
 
 log = logging.getLogger(__name__)
-
-
-def pool_contexts(spec: InferencePoolSpec) -> dict[str, PoolContext]:
-    """Latency models and split facts of each node pool."""
-    out = {}
-    for np in spec.node_pools:
-        driver = get_driver(spec.effective_engine(np).kind)
-        model = latency_model_for(spec, np)
-        mode = driver.capabilities.switch_mode
-        cost = model.restart_cost() if mode == SwitchMode.RESTART else model.switch_cost()
-        out[np.name] = PoolContext(model, driver.capabilities.supports_split, cost)
-    return out
 
 
 def _rfc3339(epoch: float) -> str:
@@ -84,55 +77,141 @@ async def apply_splits(
     return list(await asyncio.gather(*(one(c) for c in changes)))
 
 
-async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Logger) -> AutoscaleView | None:
-    """One evaluation of one InferencePool; returns the updated view (None if the pool is gone or invalid)."""
+@dataclass(frozen=True)
+class PoolEvaluation:
+    """What one evaluation of one InferencePool resolved before observing: built once, read by every step."""
+
+    body: Mapping[str, Any]
+    spec: InferencePoolSpec
+    facts: PoolFacts
+    namespace: str
+    name: str
+    token: str
+    source: PrometheusSource
+    pods_by_np: Mapping[str, list[dict[str, Any]]]
+    ips: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class PoolObservation:
+    """Everything one evaluation observed (SLO latencies and splits, KV usage and long-prompt share)."""
+
+    slo: Observation
+    kv: Mapping[str, KVPoolObservation]
+
+    @property
+    def age(self) -> float:
+        return self.slo.age
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """Everything one evaluation decided, each decision with its reason (pure result of `decide`)."""
+
+    slo: Plan
+    kv: KVCachePlacementStatus
+    kv_decision: StatusDecision | None
+
+
+def _begin(ctx: Any, namespace: str, name: str) -> PoolEvaluation | None:
     body = ctx.pool_bodies.get((namespace, name))
     if body is None:
         return None
     spec, problems = parse_spec(body.get("spec") or {})
     if spec is None or problems:
         return None
-    uid = str(body.get("metadata", {}).get("uid", ""))
-    view: AutoscaleView | None = ctx.autoscale.get((namespace, name))
-    if view is None or view.uid != uid:
-        view = ctx.autoscale[(namespace, name)] = AutoscaleView(uid=uid)
-    started = time.perf_counter()
+    uid = str(body["metadata"]["uid"])
     cfg = ctx.config
-    source = choose_source(
-        ctx.prometheus, spec.autoscaling.prometheus_url, cfg.prometheus_url, cfg.prometheus_allowed_urls
-    )
     pods = ctx.cache.labelled("v1/Pod", namespace, {names.POOL_LABEL: name})
     by_np = {
         np.name: [p for p in pods if (p["metadata"].get("labels") or {}).get(names.NODE_POOL_LABEL) == np.name]
         for np in spec.node_pools
     }
-    uid = body["metadata"]["uid"]
-    token = pool_token(ctx.token_key, namespace, name, uid)
-    ips = ready_pod_ips(pods)
-    splits = await ctx.agents.splits(ips, spec.engine.ports.admin, token)
+    return PoolEvaluation(
+        body=body,
+        spec=spec,
+        facts=pool_facts(spec),
+        namespace=namespace,
+        name=name,
+        token=pool_token(ctx.token_key, namespace, name, uid),
+        source=choose_source(
+            ctx.prometheus, spec.autoscaling.prometheus_url, cfg.prometheus_url, cfg.prometheus_allowed_urls
+        ),
+        pods_by_np=by_np,
+        ips=ready_pod_ips(pods),
+    )
+
+
+async def observe(ctx: Any, ev: PoolEvaluation, now: float) -> PoolObservation:
+    """One observation of the pool: agents' splits, SLO series, then KV usage from the same samples."""
+    splits = await ctx.agents.splits(ev.ips, ev.spec.engine.ports.admin, ev.token)
+    slo = await observe_pool(ev.source, ev.spec, ev.namespace, ev.pods_by_np, splits, now)
+    kv = await observe_kv_pools(ev.source, ev.spec, ev.namespace, ev.pods_by_np, slo)
+    return PoolObservation(slo, kv)
+
+
+def decide(
+    ev: PoolEvaluation, obs: PoolObservation, view: AutoscaleView, current: Mapping[str, int], now: float
+) -> PoolPlan:
+    """The SLO plan (splits, replicas) and the KV-cache placement, from one observation (pure)."""
+    slo = plan(ev.spec, obs.slo, view.state, current, ev.facts.planner_contexts())
+    kv, kv_decision = decide_kv_placement(ev.spec, obs.kv, view, ev.body.get("status"), now)
+    return PoolPlan(slo, kv, kv_decision)
+
+
+async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Logger) -> AutoscaleView | None:
+    """One evaluation of one InferencePool: resolve once, observe once, decide once, act; returns the view."""
+    ev = _begin(ctx, namespace, name)
+    if ev is None:
+        return None
+    uid = str(ev.body["metadata"]["uid"])
+    view: AutoscaleView | None = ctx.autoscale.get((namespace, name))
+    if view is None or view.uid != uid:
+        view = ctx.autoscale[(namespace, name)] = AutoscaleView(uid=uid)
+    started = time.perf_counter()
     now = time.time()
-    obs = await observe_pool(source, spec, namespace, by_np, splits, now)
-    current = {p.get("name"): p.get("desiredReplicas", 0) for p in ((body.get("status") or {}).get("nodePools") or [])}
+    obs = await observe(ctx, ev, now)
+    current = {
+        p.get("name"): p.get("desiredReplicas", 0) for p in ((ev.body.get("status") or {}).get("nodePools") or [])
+    }
     if view.replicas:
         current.update(view.replicas)
-    result: Plan = plan(spec, obs, view.state, current, pool_contexts(spec))
+    decided = decide(ev, obs, view, current, now)
     metrics.DECISION_SECONDS.observe(time.perf_counter() - started)
+    await _act(ctx, ev, obs, decided, view, now, logger)
+    view.next_due = time.monotonic() + to_seconds(ev.spec.autoscaling.interval)
+    return view
+
+
+async def _act(
+    ctx: Any,
+    ev: PoolEvaluation,
+    obs: PoolObservation,
+    decided: PoolPlan,
+    view: AutoscaleView,
+    now: float,
+    logger: logging.Logger,
+) -> None:
+    """Carry out one evaluation's plan: switches, expert maps, KV placement, and the view reconcile publishes."""
+    spec, namespace, name, result = ev.spec, ev.namespace, ev.name, decided.slo
     metrics.SLO_TARGET.labels(namespace=namespace, pool=name, slo="ttft").set(to_seconds(spec.slo.ttft_p99))
     metrics.SLO_TARGET.labels(namespace=namespace, pool=name, slo="itl").set(to_seconds(spec.slo.itl_p99))
-    if obs.available:
+    if obs.slo.available:
         metrics.OBSERVATION_AGE.labels(namespace=namespace, pool=name).set(obs.age)
     failed = []
-    for change, err in await apply_splits(ctx.agents, result.splits, ips, spec.engine.ports.admin, token):
+    for change, err in await apply_splits(ctx.agents, result.splits, ev.ips, spec.engine.ports.admin, ev.token):
         if err:
             failed.append(f"{change.pod}: {err}")
             logger.warning("split change on %s failed: %s", change.pod, err)
-    experts = await place_experts(ctx, body, spec, source, by_np, token, view, now)
+    # Expert placement observes per-expert load and agents' map versions itself: it is a level-based
+    # push protocol per node pool (docs/architecture.md), fed the same resolved facts.
+    experts = await place_experts(ctx, ev.body, spec, ev.facts, ev.source, ev.pods_by_np, ev.token, view, now)
     result = replace(result, decisions=(*result.decisions, *experts))
     for d in result.decisions:
         metrics.DECISIONS.labels(namespace=namespace, pool=name, action=d.action, reason=d.reason).inc()
         view.decisions.append(status_decision(d))
         await ctx.events.post(
-            body, "Normal", d.action, f"{d.reason}: {d.message}" + (f" (pod {d.pod})" if d.pod else "")
+            ev.body, "Normal", d.action, f"{d.reason}: {d.message}" + (f" (pod {d.pod})" if d.pod else "")
         )
     view.replicas = dict(result.replicas)
     view.state = result.state
@@ -141,18 +220,16 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
     view.metrics_message = result.metrics_message + ("; failed switches: " + "; ".join(failed) if failed else "")
     view.slo_met = result.slo_met
     view.slo_message = result.slo_message
-    fleet_t = [p.ttft_p99 for p in obs.pools.values() if p.ttft_p99 is not None]
-    fleet_i = [p.itl_p99 for p in obs.pools.values() if p.itl_p99 is not None]
-    rate = sum(p.request_rate or 0.0 for p in obs.pools.values())
-    if obs.available:
+    fleet_t = [p.ttft_p99 for p in obs.slo.pools.values() if p.ttft_p99 is not None]
+    fleet_i = [p.itl_p99 for p in obs.slo.pools.values() if p.itl_p99 is not None]
+    rate = sum(p.request_rate or 0.0 for p in obs.slo.pools.values())
+    if obs.slo.available:
         view.observed = {
             "ttftP99": format_seconds(max(fleet_t)) if fleet_t else None,
             "itlP99": format_seconds(max(fleet_i)) if fleet_i else None,
             "requestRate": round(rate, 2),
         }
-    await kv_placement_step(ctx, body, spec, view, source, obs, by_np, now, logger)
-    view.next_due = time.monotonic() + to_seconds(spec.autoscaling.interval)
-    return view
+    await publish_kv_placement(ctx, ev.body, view, decided.kv, decided.kv_decision, logger)
 
 
 async def autoscale_forever(ctx: Any, logger: logging.Logger) -> None:

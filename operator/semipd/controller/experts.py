@@ -18,149 +18,31 @@ import asyncio
 import calendar
 import logging
 import time
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-import numpy as np
-
-from semipd.agent.drivers import DRIVERS as AGENT_DRIVERS
 from semipd.api.durations import to_seconds
-from semipd.api.v1alpha1 import Architecture, EngineKind, ExpertPlacementStatus, InferencePoolSpec, NodePool
+from semipd.api.v1alpha1 import ExpertPlacementStatus, InferencePoolSpec
+from semipd.context import Actuation, NodePoolFacts, PoolFacts
 from semipd.controller.agents import ready_pod_ips
+from semipd.controller.expertmemory import NodePoolMemory
 from semipd.controller.view import AutoscaleView
 from semipd.desired import experts as desired
 from semipd.desired.owner import Owner
-from semipd.engines import get_driver
-from semipd.engines.capabilities import EngineCapabilities, capabilities_of
 from semipd.observe.prometheus import MetricsError
 from semipd.policy.experts.formats import ExpertPlacementDoc, FormatError, load_matrix
-from semipd.policy.experts.improved import rebalance_experts_improved
-from semipd.policy.experts.layout import FloatArray, IntArray, Topology
-from semipd.policy.experts.metrics import PlacementQuality
-from semipd.policy.experts.trigger import TriggerDecision, TriggerPolicy, decide
-from semipd.policy.profiles import latency_model_for
+from semipd.policy.experts.layout import FloatArray
+from semipd.policy.experts.rebalance import ExpertTopology, RebalancePlan, plan_rebalance, topology_of
+from semipd.policy.experts.trigger import TriggerPolicy
 from semipd.policy.state import Decision
 
 log = logging.getLogger(__name__)
 
 ACTION = "ExpertRebalance"
 ALGORITHM = "improved"
-MIN_GAIN = 1e-3
-"""A new map must lower the worst layer's max/mean by at least this much to be worth moving weights."""
-HISTORY_SAMPLES = 256
 QUERY_TIMEOUT_S = 15.0
 PUSH_TIMEOUT_S = 60.0
 CONFIGMAP_API = ("v1", "ConfigMap")
-
-
-class Actuation(StrEnum):
-    """How a new map reaches one node pool's engines."""
-
-    AGENT = "Agent"
-    """The agent forwards it to the running engine (`PUT /v1/experts`)."""
-    ROLLING_RESTART = "RollingRestart"
-    """The engine reads the map at start-up: roll the Deployment."""
-    ENGINE = "EngineRebalances"
-    """The engine runs its own EPLB online; the operator sets only the redundancy."""
-    NONE = "Unsupported"
-
-
-def actuation_of(kind: str, capabilities: EngineCapabilities | None = None) -> Actuation:
-    """The actuation path of an engine kind (from engines.capabilities and the agent's driver)."""
-    caps = capabilities or capabilities_of(EngineKind(kind))
-    agent = AGENT_DRIVERS.get(kind)
-    if caps.supports_expert_rebalance and agent is not None and agent.supports_expert_rebalance:
-        return Actuation.AGENT
-    if caps.reads_expert_map_at_startup:
-        return Actuation.ROLLING_RESTART
-    if caps.supports_expert_rebalance:
-        return Actuation.ENGINE
-    return Actuation.NONE
-
-
-@dataclass(frozen=True)
-class ExpertTopology:
-    """One replica's EP group: logical experts, physical slots and devices."""
-
-    experts: int
-    slots: int
-    devices: int
-
-    def trivial(self, layers: int) -> IntArray:
-        """The map engines start with (SGLang's trivial map): slot s holds expert s % experts."""
-        table: IntArray = np.tile(np.arange(self.slots, dtype=np.int64) % self.experts, (layers, 1))
-        return table
-
-
-def topology_of(spec: InferencePoolSpec, node_pool: NodePool) -> ExpertTopology | str:
-    """The node pool's EP group, or why it has none (a clear status message)."""
-    if spec.model.architecture != Architecture.MOE or spec.model.experts is None:
-        return "expert placement needs an moe model with model.experts"
-    experts, redundant = spec.model.experts, spec.placement.experts.redundant_experts
-    devices = node_pool.accelerators_per_replica
-    topology = Topology(experts + redundant, 1, 1, devices)
-    try:
-        topology.check(experts)
-    except ValueError as err:
-        return f"{experts} experts + {redundant} redundant slots on {devices} devices per replica: {err}"
-    return ExpertTopology(experts, experts + redundant, devices)
-
-
-@dataclass(frozen=True)
-class RebalancePlan:
-    """What one evaluation decided for one node pool (pure result)."""
-
-    trigger: TriggerDecision
-    before: PlacementQuality
-    after: PlacementQuality | None = None
-    phy2log: IntArray | None = None
-
-
-def plan_rebalance(
-    weight: FloatArray,
-    current: IntArray,
-    topology: ExpertTopology,
-    history: Sequence[tuple[float, float]],
-    now: float,
-    last_rebalance: float | None,
-    policy: TriggerPolicy,
-) -> RebalancePlan:
-    """Trigger, and on a rebalance the improved map, for one node pool's load (pure; CPU-bound)."""
-    before = PlacementQuality.of(weight, current, topology.devices)
-    samples = [*history, (now, before.worst_max_over_mean)]
-    trigger = decide(samples, now, last_rebalance, policy)
-    if not trigger.rebalance:
-        return RebalancePlan(trigger, before)
-    placement = rebalance_experts_improved(weight, topology.slots, 1, 1, topology.devices)
-    after = PlacementQuality.of(weight, placement.phy2log, topology.devices)
-    if after.worst_max_over_mean > before.worst_max_over_mean - MIN_GAIN:
-        hold = TriggerDecision(
-            False,
-            "NoImprovement",
-            f"the best map found reaches max/mean {after.worst_max_over_mean:.3f}, "
-            f"not better than {before.worst_max_over_mean:.3f} in force",
-            trigger.details,
-        )
-        return RebalancePlan(hold, before, after)
-    return RebalancePlan(trigger, before, after, placement.phy2log)
-
-
-@dataclass
-class NodePoolMemory:
-    """Operator memory of one node pool's placement (rebuilt from the ConfigMap after a restart)."""
-
-    loaded: bool = False
-    doc: ExpertPlacementDoc | None = None
-    written_at: str | None = None
-    last_rebalance: float | None = None
-    history: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=HISTORY_SAMPLES))
-    max_mean_before: float | None = None
-    max_mean_after: float | None = None
-    highest_seen: int = 0
-    """Highest version an agent reported: the next version goes above it even if the ConfigMap was lost."""
 
 
 def _rfc3339(epoch: float) -> str:
@@ -233,9 +115,9 @@ async def _load(ctx: Any, owner: Owner, np_name: str, mem: NodePoolMemory) -> No
     mem.max_mean_after = _float(stored.doc.extra.get("maxMeanAfter"))
 
 
-async def _weight(ctx: Any, source: Any, spec: InferencePoolSpec, np: NodePool, selector: str) -> FloatArray | str:
+async def _weight(ctx: Any, source: Any, spec: InferencePoolSpec, np: NodePoolFacts, selector: str) -> FloatArray | str:
     """The [layers, experts] load over the rebalance window, or why there is none."""
-    metrics = get_driver(spec.effective_engine(np).kind).metrics
+    metrics = np.driver.metrics
     window = f"{max(1, round(to_seconds(spec.placement.experts.rebalance_window)))}s"
     query = metrics.expert_load(window, selector)
     if query is None:
@@ -288,6 +170,7 @@ async def place_experts(
     ctx: Any,
     body: Mapping[str, Any],
     spec: InferencePoolSpec,
+    facts: PoolFacts,
     source: Any,
     pods_by_np: Mapping[str, Sequence[Mapping[str, Any]]],
     token: str,
@@ -310,12 +193,15 @@ async def place_experts(
     for np_ in spec.node_pools:
         mem = view.expert_memory.setdefault(np_.name, NodePoolMemory())
         try:
-            decision = await _place_node_pool(ctx, owner, spec, np_, source, pods_by_np, token, view, mem, policy, now)
+            decision = await _place_node_pool(
+                ctx, owner, spec, facts[np_.name], source, pods_by_np, token, view, mem, policy, now
+            )
         except Exception as err:  # one node pool's failure must not stop the others or the autoscaler
             log.exception("expert placement of %s/%s %s failed", owner.namespace, owner.name, np_.name)
             cm = desired.configmap_name(owner.name, np_.name)
-            mode = actuation_of(spec.effective_engine(np_).kind.value)
-            view.experts[np_.name] = _status(np_.name, cm, mem, (0, 0), "PlacementFailed", repr(err), mode)
+            view.experts[np_.name] = _status(
+                np_.name, cm, mem, (0, 0), "PlacementFailed", repr(err), facts[np_.name].actuation
+            )
             continue
         if decision is not None:
             decisions.append(decision)
@@ -326,7 +212,7 @@ async def _place_node_pool(
     ctx: Any,
     owner: Owner,
     spec: InferencePoolSpec,
-    np_: NodePool,
+    np_: NodePoolFacts,
     source: Any,
     pods_by_np: Mapping[str, Sequence[Mapping[str, Any]]],
     token: str,
@@ -336,8 +222,7 @@ async def _place_node_pool(
     now: float,
 ) -> Decision | None:
     cm = desired.configmap_name(owner.name, np_.name)
-    kind = spec.effective_engine(np_).kind.value
-    mode = actuation_of(kind)
+    kind, mode = np_.kind, np_.actuation
     pods = list(pods_by_np.get(np_.name, []))
     ips = ready_pod_ips(pods)
     ready = [p for p in pods if p["metadata"]["name"] in ips]
@@ -345,7 +230,7 @@ async def _place_node_pool(
     def status(reason: str, message: str, applied: tuple[int, int] = (0, len(ready))) -> None:
         view.experts[np_.name] = _status(np_.name, cm, mem, applied, reason, message, mode)
 
-    topology = topology_of(spec, np_)
+    topology = topology_of(spec, np_.node_pool)
     if isinstance(topology, str):
         status("InvalidTopology", topology)
         return None
@@ -397,7 +282,7 @@ async def _rebalance(
     ctx: Any,
     owner: Owner,
     spec: InferencePoolSpec,
-    np_: NodePool,
+    np_: NodePoolFacts,
     mode: Actuation,
     topology: ExpertTopology,
     plan: RebalancePlan,
@@ -428,12 +313,9 @@ async def _rebalance(
         },
     )
     layers, first_moe = None, 0
-    try:
-        profile = latency_model_for(spec, np_).model
-        if profile.moe_layers == plan.phy2log.shape[0]:
-            layers, first_moe = profile.layers, profile.layers - profile.moe_layers
-    except (ValueError, KeyError):
-        pass  # no latency profile: SGLang's map then covers the MoE layers only
+    profile = np_.model.model
+    if profile.moe_layers == plan.phy2log.shape[0]:  # else SGLang's map covers the MoE layers only
+        layers, first_moe = profile.layers, profile.layers - profile.moe_layers
     written = _rfc3339(now)
     intent = desired.expert_configmap(
         owner, np_.name, doc, written_at=written, num_layers=layers, first_moe_layer=first_moe

@@ -1,9 +1,10 @@
-"""The KV-cache placement step of each autoscaler evaluation (imperative shell).
+"""The KV-cache placement's part of each autoscaler evaluation (imperative shell).
 
-Observe (`observe.kvcache`: ready replicas, mean KV usage, long-prompt share per node pool) ->
-`plan_kv_placement` (pure) -> publish: `view.kv_cache` (status, and the HTTPRoute weights reconcile
-builds from it), a `KVPlacement` decision and Event when the long-context pools change, and the llm-d
-context-length-range label on the live Ready pods (only those whose value differs). Reconcile also
+The evaluation observes (`observe.kvcache`: ready replicas, mean KV usage, long-prompt share per
+node pool) and decides (`plan_kv_placement`, pure) with the other policies; this module publishes:
+`view.kv_cache` (status, and the HTTPRoute weights reconcile builds from it), a `KVPlacement`
+decision and Event when the long-context pools change, and the llm-d context-length-range label on
+the live Ready pods (only those whose value differs). Reconcile also
 labels, so a pod that just became Ready is labelled without waiting for the next evaluation.
 """
 
@@ -22,10 +23,7 @@ from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.desired.routing import CONTEXT_RANGE_LABEL, pod_label_patches
 from semipd.observe.fleet import pod_ready
-from semipd.observe.kvcache import observe_kv_pools
-from semipd.observe.prometheus import PrometheusSource
-from semipd.policy.kvcache import plan_kv_placement, steers
-from semipd.policy.observation import Observation
+from semipd.policy.kvcache import KVPoolObservation, plan_kv_placement, steers
 
 ACTION = "KVPlacement"
 POD = "v1/Pod"
@@ -97,25 +95,31 @@ async def label_pods(
     return patched
 
 
-async def kv_placement_step(
+def decide_kv_placement(
+    spec: InferencePoolSpec,
+    observed: Mapping[str, KVPoolObservation],
+    view: AutoscaleView | None,
+    status: Mapping[str, Any] | None,
+    now: float,
+) -> tuple[KVCachePlacementStatus, Decision | None]:
+    """The placement to publish and the decision to record, from one observation (pure)."""
+    previous = placement_in_force(view, status)
+    new = plan_kv_placement(spec, observed, previous, _rfc3339(now))
+    return new, placement_decision(previous, new, now)
+
+
+async def publish_kv_placement(
     ctx: Any,
     body: Mapping[str, Any],
-    spec: InferencePoolSpec,
     view: AutoscaleView,
-    source: PrometheusSource,
-    obs: Observation,
-    pods_by_node_pool: Mapping[str, Sequence[Mapping[str, Any]]],
-    now: float,
+    new: KVCachePlacementStatus,
+    decision: Decision | None,
     logger: Logger,
 ) -> None:
-    """One KV-cache placement evaluation of one InferencePool, published into `view` and the pods."""
+    """Publish one evaluation's KV-cache placement: into `view` (status, HTTPRoute), a decision, the pods."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    observed = await observe_kv_pools(source, spec, namespace, pods_by_node_pool, obs)
-    previous = placement_in_force(view, body.get("status"))
-    new = plan_kv_placement(spec, observed, previous, _rfc3339(now))
     view.kv_cache = new
-    decision = placement_decision(previous, new, now)
     if decision is not None:
         view.decisions.append(decision)
         metrics.DECISIONS.labels(namespace=namespace, pool=name, action=ACTION, reason=new.reason).inc()

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from semipd.api.v1alpha1 import Decision, ExpertPlacementStatus, KVCachePlacementStatus, PlacementStatus
+from semipd.controller.expertmemory import NodePoolMemory
 from semipd.policy.state import ControllerState
-
-if TYPE_CHECKING:
-    from semipd.controller.experts import NodePoolMemory
 
 MAX_DECISIONS = 20
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from semipd.api.v1alpha1 import Accelerator, Architecture, NodePool
+from semipd.api.v1alpha1 import Architecture
 from semipd.engines.base import (
     AGENT_RUN_DIR,
     POD_IP,
@@ -18,29 +18,8 @@ from semipd.engines.base import (
     EngineDriver,
 )
 from semipd.engines.sglang import SGLANG_044_METRICS
-from semipd.perf import MODELS, LatencyModel, ModelFitError
-
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-NPU_CHIP_LABEL = "node.kubernetes.io/npu.chip.name"
-DEFAULT_HARDWARE = {Accelerator.NVIDIA: "h100", Accelerator.ASCEND: "ascend-910b3"}
-DEFAULT_PROFILE = {Architecture.DENSE: "llama-3-8b", Architecture.MOE: "qwen3-30b-a3b"}
-
-# Product-label substrings, most specific first (H200 before H20).
-_GPU_PRODUCTS: tuple[tuple[str, str], ...] = (
-    ("H200", "h200"),
-    ("H100", "h100"),
-    ("H20", "h20"),
-    ("A100-SXM4-40GB", "a100-40gb"),
-    ("A100", "a100"),
-)
-_NPU_CHIPS: tuple[tuple[str, str], ...] = (
-    ("910B1", "ascend-910b1"),
-    ("910B2", "ascend-910b2"),
-    ("910B3", "ascend-910b3"),
-    ("910B4", "ascend-910b4"),
-    ("910C", "ascend-910c"),
-    ("910_93", "ascend-910c"),
-)
+from semipd.perf import LatencyModel, ModelFitError, resolve
+from semipd.perf.resolve import hardware_profile
 
 SIM_METRICS = replace(
     SGLANG_044_METRICS,
@@ -55,21 +34,11 @@ SIM_METRICS = replace(
 )
 
 
-def hardware_profile(pool: NodePool) -> str:
-    """Latency-model hardware key for a node pool."""
-    if pool.accelerator == Accelerator.NVIDIA:
-        label, table = pool.node_selector.get(GPU_PRODUCT_LABEL, ""), _GPU_PRODUCTS
-    else:
-        label, table = pool.node_selector.get(NPU_CHIP_LABEL, ""), _NPU_CHIPS
-    upper = label.upper()
-    return next((key for needle, key in table if needle in upper), DEFAULT_HARDWARE[pool.accelerator])
-
-
 def model_profile(ctx: EngineContext) -> str:
-    name = ctx.model.profile or DEFAULT_PROFILE[ctx.model.architecture]
-    if name not in MODELS:
-        raise DriverError(f"model.profile {name!r} is not a latency-model profile; known: {sorted(MODELS)}")
-    return name
+    try:
+        return resolve.model_profile(ctx.model)
+    except resolve.ProfileError as e:
+        raise DriverError(str(e)) from e
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from semipd.api.v1alpha1 import (
     KVCachePoolStatus,
     NodePool,
 )
-from semipd.policy.profiles import latency_model_for
+from semipd.perf.resolve import latency_model_for
 
 __all__ = [
     "NO_STEERING_REASONS",

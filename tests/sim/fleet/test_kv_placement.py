@@ -12,6 +12,7 @@ import pytest
 
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.policy.kvcache import KVPoolObservation, plan_kv_placement
+from semipd.sim.fleet.accounting import build_result
 from semipd.sim.fleet.fleet import Simulator
 from semipd.sim.fleet.requests import SimRequest
 from semipd.sim.fleet.router import KVRouting, KVSteering, parse_range
@@ -63,7 +64,7 @@ def test_without_a_bound_the_queue_waits_forever() -> None:
 def test_fleet_wide_bound_applies_to_every_pool() -> None:
     sim = run(fleet(pool(kv_capacity=1800), kv_wait_s=0.5), reqs((0.0, 1000, 400), (0.001, 300, 300)))
     assert sim.requests[1].rejected == "kv-wait"
-    assert sim._result("x", 0.0, 0.0, 0.0).kv_rejections == 1
+    assert build_result(sim, "x", 0.0, 0.0, 0.0).kv_rejections == 1
 
 
 # --------------------------------------------------------------------------- router steering

@@ -1,10 +1,11 @@
-"""The simulated decode-owner process: holds the "weights + KV pool", serves the API, runs decode.
+"""The simulated decode-owner process: holds the "weights + KV pool" and runs prefill dispatch and decode.
 
 It admits requests FCFS into prefill batches sent to the active prefill worker (a separate process
 attached over the IPC socket), then runs a continuous-batching decode loop whose step time is the
-latency model's decode step at the decode share. The internal control API (unix socket) lets the
-agent list workers, activate one (new batches go to it; the old one finishes its in-flight batch),
-change the decode share and drain. A worker that dies mid-batch has its batch requeued.
+latency model's decode step at the decode share. The public API is in serving.py; the internal
+control API (unix socket, control.py) lets the agent list workers, activate one (new batches go to
+it; the old one finishes its in-flight batch), change the decode share and drain. A worker that
+dies mid-batch has its batch requeued.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import signal
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -32,47 +33,15 @@ from semipd.perf.moe import layer_hit_probabilities
 from semipd.sim.engine import ipc
 from semipd.sim.engine.batching import KvPool, take_prefill_batch
 from semipd.sim.engine.config import EngineConfig
+from semipd.sim.engine.control import ControlApi
 from semipd.sim.engine.expertapi import ExpertLocationApi
 from semipd.sim.engine.experts import ExpertPlacement, PlacementError
 from semipd.sim.engine.metrics import EngineMetrics
-from semipd.sim.engine.openai import (
-    CHAT,
-    COMPLETION,
-    BadRequest,
-    GenerationRequest,
-    Limits,
-    full_response,
-    parse_generation,
-    role_chunk,
-    stream_chunk_encoder,
-    token_text,
-    usage_chunk,
-)
+from semipd.sim.engine.openai import Limits
+from semipd.sim.engine.requests import FINISHED, SimRequest
+from semipd.sim.engine.serving import PublicApi
 
 log = logging.getLogger("semipd.sim.owner")
-
-FINISHED = -1
-
-
-@dataclass(eq=False)
-class SimRequest:
-    rid: str
-    gen: GenerationRequest
-    arrival: float
-    events: asyncio.Queue[int] = field(default_factory=asyncio.Queue)
-    kv_reserved: bool = False
-    generated: int = 0
-    last_token_at: float = 0.0
-    aborted: bool = False
-    waiting: bool = True
-
-    @property
-    def kv_need(self) -> int:
-        return self.gen.prompt_tokens + self.gen.max_tokens
-
-    @property
-    def kv_used(self) -> int:
-        return self.gen.prompt_tokens + self.generated
 
 
 @dataclass(eq=False)
@@ -86,10 +55,6 @@ class AttachedWorker:
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(self.id, self.percent, self.ready, 0 if self.batch is None else 1, self.pid)
-
-
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
 
 
 class DecodeOwner:
@@ -113,10 +78,8 @@ class DecodeOwner:
         self.active: int | None = None
         self.decode_percent = cfg.decode_percent
         self._pending_decode: tuple[int, asyncio.Future[None]] | None = None
-        self._decode_changing = False
         self.admitting = True
         self.open_generations = 0
-        self._ids = itertools.count()
         self._batch_ids = itertools.count()
         self._dispatch = asyncio.Event()
         self._decode = asyncio.Event()
@@ -402,182 +365,15 @@ class DecodeOwner:
         self._publish()
         return previous
 
-    # ---- control API ---------------------------------------------------------------------------
-
-    async def _control_state(self, request: web.Request) -> web.Response:
-        return web.json_response(self.state().to_json())
-
-    async def _control_activate(self, request: web.Request) -> web.Response:
-        try:
-            wid = int(request.match_info["wid"])
-        except ValueError:
-            return web.json_response({"error": "worker id must be an integer"}, status=400)
-        worker = self.workers.get(wid)
-        if worker is None:
-            return web.json_response({"error": f"worker {wid} is not attached"}, status=404)
-        if not worker.ready:
-            return web.json_response({"error": f"worker {wid} is attached but not ready"}, status=409)
-        previous = self.activate(wid)
-        return web.json_response({"active": wid, "previous": previous})
-
-    async def _control_decode_share(self, request: web.Request) -> web.Response:
-        try:
-            doc = await request.json()
-            percent = doc["percent"]
-        except (ValueError, KeyError, TypeError):
-            return web.json_response({"error": 'body must be {"percent": <1..100>}'}, status=400)
-        if isinstance(percent, bool) or not isinstance(percent, int) or not 1 <= percent <= 100:
-            return web.json_response({"error": "percent must be an integer in 1..100"}, status=400)
-        if self._decode_changing:
-            return web.json_response({"error": "a decode share change is already in progress"}, status=409)
-        self._decode_changing = True
-        try:
-            return await self._change_decode_share(percent)
-        finally:
-            self._decode_changing = False
-
-    async def _change_decode_share(self, percent: int) -> web.Response:
-        # The decode side swaps like the prefill side (a standby decode worker with the new share
-        # comes up, then takes over at an iteration boundary); here that is modelled in-process.
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        await asyncio.sleep(self.model.switch_cost() / self.cfg.speedup)
-        self._pending_decode = (percent, done)
-        if not self.running and not self.joining:
-            self._apply_pending_decode()
-        self._decode.set()
-        await done
-        return web.json_response({"decodePercent": self.decode_percent})
-
-    async def _control_drain(self, request: web.Request) -> web.Response:
-        self.admitting = False
-        return web.json_response({"admitting": False, "inflightRequests": self.open_generations})
-
-    # ---- public API ----------------------------------------------------------------------------
-
-    async def _health(self, request: web.Request) -> web.Response:
-        if not self.admitting:
-            return web.json_response({"status": "draining"}, status=503)
-        if self.active is None:
-            return web.json_response({"status": "no ready prefill worker"}, status=503)
-        return web.json_response({"status": "ok"})
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-        self._publish()
-        body = generate_latest(self.metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    async def _models(self, request: web.Request) -> web.Response:
-        name = self.cfg.served_model_name
-        return web.json_response({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "semipd"}]})
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, COMPLETION)
-
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, CHAT)
-
-    async def _generate(self, request: web.Request, kind: str) -> web.StreamResponse:
-        if not self.admitting:
-            return _error(503, "the engine is draining and admits no new requests", "service_unavailable")
-        try:
-            body = await request.json()
-        except (ValueError, UnicodeDecodeError):
-            return _error(400, "body is not valid JSON")
-        try:
-            gen = parse_generation(body, kind, self.limits)
-        except BadRequest as e:
-            return _error(400, str(e))
-        if gen.prompt_tokens + gen.max_tokens > self.kv.capacity:
-            return _error(
-                400, f"request needs {gen.prompt_tokens + gen.max_tokens} KV tokens; pool holds {self.kv.capacity}"
-            )
-        prefix = "cmpl" if kind == COMPLETION else "chatcmpl"
-        r = SimRequest(f"{prefix}-{next(self._ids)}", gen, time.monotonic())
-        self.open_generations += 1
-        self._idle.clear()
-        self.waiting.append(r)
-        self._dispatch.set()
-        try:
-            if gen.stream:
-                return await self._stream(request, r)
-            return await self._complete(r)
-        except (asyncio.CancelledError, ConnectionError):
-            self._abort(r)
-            raise
-        finally:
-            self.open_generations -= 1
-            if self.open_generations == 0:
-                self._idle.set()
-
-    def _abort(self, r: SimRequest) -> None:
-        if r.generated >= r.gen.max_tokens:
-            return
-        r.aborted = True
-        self.metrics.aborted.inc()
-        if r.waiting:
-            with contextlib.suppress(ValueError):
-                self.waiting.remove(r)
-            self._release(r)
-            self._dispatch.set()
-
-    async def _stream(self, request: web.Request, r: SimRequest) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        created = int(time.time())
-        if r.gen.kind == CHAT:
-            await resp.write(_sse(role_chunk(r.gen, r.rid, created)))
-        encode = stream_chunk_encoder(r.gen, r.rid, created)
-        finished = False
-        while not finished:
-            # Tokens that queued up while this handler waited go out in one write.
-            pieces = [await r.events.get()]
-            while not r.events.empty():
-                pieces.append(r.events.get_nowait())
-            out = []
-            for index in pieces:
-                if index == FINISHED:
-                    finished = True
-                    break
-                last = index + 1 >= r.gen.max_tokens
-                out.append(b"data: " + encode(token_text(index), "length" if last else None) + b"\n\n")
-            if out:
-                await resp.write(b"".join(out))
-        if r.gen.include_usage:
-            await resp.write(_sse(usage_chunk(r.gen, r.rid, created, r.generated)))
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
-
-    async def _complete(self, r: SimRequest) -> web.Response:
-        pieces = []
-        while True:
-            index = await r.events.get()
-            if index == FINISHED:
-                break
-            pieces.append(token_text(index))
-        return web.json_response(full_response(r.gen, r.rid, int(time.time()), "".join(pieces), r.generated))
-
-    # ---- lifecycle -----------------------------------------------------------------------------
+    # ---- APIs ---------------------------------------------------------------------------------
 
     def public_app(self) -> web.Application:
-        app = web.Application(client_max_size=8 * 1024 * 1024)
-        app.router.add_post("/v1/completions", self._completions)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/metrics", self._metrics)
-        return app
+        return PublicApi(self).app()
 
     def control_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/v1/state", self._control_state)
-        app.router.add_post("/v1/workers/{wid}/activate", self._control_activate)
-        app.router.add_put("/v1/decode-share", self._control_decode_share)
-        app.router.add_post("/v1/drain", self._control_drain)
-        self.expert_api.add_routes(app)
-        return app
+        return ControlApi(self).app()
+
+    # ---- lifecycle -----------------------------------------------------------------------------
 
     async def drain(self, timeout: float) -> None:
         self.admitting = False
@@ -645,7 +441,3 @@ class DecodeOwner:
         proc = await asyncio.create_subprocess_exec(*argv, env=env)
         log.info("started own prefill worker pid %d at %d%%", proc.pid, self.cfg.prefill_percent)
         return proc
-
-
-def _sse(doc: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n"

@@ -17,6 +17,7 @@ import yaml
 from semipd.api.durations import format_seconds
 from semipd.api.semantics import parse_spec
 from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec
+from semipd.data import DEFAULT_POOL_FILE, default_pool
 from semipd.sim.fleet.controller import Controller, StaticController
 from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.policy import PolicyController
@@ -28,7 +29,12 @@ from semipd.traces import TraceFormatError, mean_rate, prepare
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="semipd simulate", description=__doc__.splitlines()[0])
-    p.add_argument("--pool", required=True, help="InferencePool manifest (YAML); the first InferencePool is used")
+    p.add_argument(
+        "--pool",
+        default=None,
+        help="InferencePool manifest (YAML); the first InferencePool is used "
+        "(default: the packaged copy of examples/sim-mixed-gpu-ascend.yaml)",
+    )
     p.add_argument("--trace", required=True, help="azure-conv | azure-code | mooncake, or a .csv/.jsonl path")
     rate = p.add_mutually_exclusive_group()
     rate.add_argument("--rate-scale", type=float, default=None, help="replay X times faster than the trace")
@@ -59,8 +65,10 @@ def _pairs(items: Sequence[str], flag: str) -> dict[str, int]:
     return out
 
 
-def load_spec(path: str) -> tuple[str, InferencePoolSpec]:
-    for doc in yaml.safe_load_all(Path(path).read_text()):
+def load_spec(path: str | None) -> tuple[str, InferencePoolSpec]:
+    text = default_pool().read_text() if path is None else Path(path).read_text()
+    path = path or DEFAULT_POOL_FILE
+    for doc in yaml.safe_load_all(text):
         if doc and doc.get("kind") == "InferencePool":
             spec, problems = parse_spec(doc.get("spec") or {})
             if problems or spec is None:

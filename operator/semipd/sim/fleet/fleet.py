@@ -26,10 +26,12 @@ from typing import Any
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import InferencePoolSpec, KVCachePlacementStatus, KVCachePolicy
 from semipd.policy.kvcache import KVPoolObservation, plan_kv_placement
+from semipd.sim.fleet.accounting import build_result, take_sample
 from semipd.sim.fleet.baselines.colocated import ColocatedInstance
 from semipd.sim.fleet.controller import Controller, SetReplicas, SetSplit
-from semipd.sim.fleet.instance import Instance, SemiPDInstance, State
-from semipd.sim.fleet.metrics import EngineCounters, Histogram, ScrapeSeries, histogram_quantile, sum_counts
+from semipd.sim.fleet.instance import Instance, State
+from semipd.sim.fleet.metrics import EngineCounters, Histogram, ScrapeSeries
+from semipd.sim.fleet.pools import PoolState
 from semipd.sim.fleet.requests import SimRequest
 from semipd.sim.fleet.results import (
     FINE_ITL_BOUNDS,
@@ -37,66 +39,14 @@ from semipd.sim.fleet.results import (
     KVPlacementRecord,
     RunResult,
     Sample,
-    fine_quantile,
-    outcome_stats,
-    percentile,
 )
 from semipd.sim.fleet.router import KVSteering, Router
-from semipd.sim.fleet.setup import FleetSetup, PoolSetup
+from semipd.sim.fleet.semipd_instance import SemiPDInstance
+from semipd.sim.fleet.setup import FleetSetup
 from semipd.traces import TraceRequest
 
 _TICK_OFFSET = 1e-6
 """Controller ticks run just after the scrape due at the same instant (the query follows the scrape)."""
-
-
-class _Pool:
-    """Runtime state of one node pool (implements controller.PoolView)."""
-
-    def __init__(self, setup: PoolSetup) -> None:
-        self.setup = setup
-        self.desired = setup.replicas
-        self._members: list[Instance] = []
-        self.draining: list[Instance] = []
-        self.gone: list[Instance] = []
-        self.created = 0
-
-    @property
-    def name(self) -> str:
-        return self.setup.name
-
-    @property
-    def min_replicas(self) -> int:
-        return self.setup.min_replicas
-
-    @property
-    def max_replicas(self) -> int:
-        return self.setup.max_replicas
-
-    @property
-    def role(self) -> str:
-        return self.setup.role
-
-    @property
-    def accelerators_per_replica(self) -> int:
-        return self.setup.accelerators_per_replica
-
-    def members(self) -> Sequence[Instance]:
-        return self._members
-
-    def ready(self) -> list[Instance]:
-        return [i for i in self._members if i.state is State.READY]
-
-    def unschedulable(self) -> tuple[int, float | None]:
-        pending = [i.created for i in self._members if i.state is State.PENDING]
-        return len(pending), (min(pending) if pending else None)
-
-    def holding(self) -> int:
-        """Pods holding accelerators (scheduled and not yet gone)."""
-        return sum(1 for i in self._members if i.state is not State.PENDING) + len(self.draining)
-
-    def room(self) -> int:
-        cap = self.setup.capacity if self.setup.capacity is not None else self.setup.max_replicas
-        return cap - self.holding()
 
 
 class Simulator:
@@ -108,7 +58,7 @@ class Simulator:
         self.heap: list[tuple[float, int, Callable[[Any, float], None], Any]] = []
         self._seq = 0
         self._now = 0.0
-        self._pools: dict[str, _Pool] = {p.name: _Pool(p) for p in setup.pools}
+        self._pools: dict[str, PoolState] = {p.name: PoolState(p) for p in setup.pools}
         self.entry = [p for p in self._pools.values() if p.role in ("serve", "prefill")]
         self.decoders = [p for p in self._pools.values() if p.role == "decode"]
         if not self.entry:
@@ -152,7 +102,7 @@ class Simulator:
     def scrape_s(self) -> float:
         return self.setup.scrape_s
 
-    def pools(self) -> Mapping[str, _Pool]:
+    def pools(self) -> Mapping[str, PoolState]:
         return self._pools
 
     def series(self, instance: Instance) -> ScrapeSeries:
@@ -227,7 +177,7 @@ class Simulator:
 
     # --- pods ------------------------------------------------------------------------------------
 
-    def _create(self, pool: _Pool, now: float, warm: bool = False) -> Instance:
+    def _create(self, pool: PoolState, now: float, warm: bool = False) -> Instance:
         s = pool.setup
         name = f"{s.name}-{pool.created}"
         pool.created += 1
@@ -259,7 +209,7 @@ class Simulator:
         else:
             self.at(now + pool.setup.startup_s, self._pod_ready, inst)
 
-    def _schedule_pending(self, pool: _Pool, now: float) -> None:
+    def _schedule_pending(self, pool: PoolState, now: float) -> None:
         for inst in list(pool.members()):
             if pool.room() <= 0:
                 return
@@ -273,7 +223,7 @@ class Simulator:
         if inst.role == "decode" and self.handoffs:
             self._flush_handoffs(now)
 
-    def set_replicas(self, pool: _Pool, n: int, now: float) -> int:
+    def set_replicas(self, pool: PoolState, n: int, now: float) -> int:
         n = max(pool.min_replicas, min(pool.max_replicas, n))
         pool.desired = n
         members = pool._members
@@ -290,7 +240,7 @@ class Simulator:
                 self._remove(pool, victim, now)
         return n
 
-    def _remove(self, pool: _Pool, inst: Instance, now: float) -> None:
+    def _remove(self, pool: PoolState, inst: Instance, now: float) -> None:
         pool._members.remove(inst)
         if inst.state is State.PENDING:
             inst.state = State.GONE
@@ -410,50 +360,9 @@ class Simulator:
         self.actions.append(ActionRecord(now, name, "SetSplit", inst.name, value, action.reason, error or ""))
 
     def _sample(self, _: None, now: float) -> None:
-        period = now - self._last_sample
         done = self._finish_log[self._sample_index :]
         self._sample_index = len(self._finish_log)
-        slo_t, slo_i = self.setup.ttft_slo_s, self.setup.itl_slo_s
-        served = [r for r in done if not r.rejected]
-        ttfts = [r.ttft for r in served]
-        tpots = [r.tpot for r in served if r.output > 1]
-        window = max(60.0, self.setup.scrape_s * 4)
-        itl_prom: float | None = None
-        replicas = {}
-        splits: dict[str, tuple[int, int]] = {}
-        accelerators = 0
-        for pool in self._pools.values():
-            ready = pool.ready()
-            replicas[pool.name] = (pool.desired, len(pool.members()), len(ready))
-            accelerators += pool.holding() * pool.accelerators_per_replica
-            itl_parts = []
-            for inst in ready:
-                sp = inst.split()
-                if sp is not None:
-                    splits[inst.name] = sp
-                delta = self._series[inst.name].window(now, window)
-                if delta is not None:
-                    itl_parts.append(delta.itl)
-            if itl_parts:
-                q = histogram_quantile(0.99, pool.setup.metrics.itl_buckets, sum_counts(itl_parts))
-                if not math.isnan(q):
-                    itl_prom = q if itl_prom is None else max(itl_prom, q)
-        arrivals = self.arrivals_between(self._last_sample, now)
-        self.timeline.append(
-            Sample(
-                now,
-                arrivals / period if period > 0 else 0.0,
-                len(served),
-                (sum(1 for r in served if r.attains(slo_t, slo_i)) / len(served)) if served else None,
-                percentile(ttfts, 0.99) if ttfts else None,
-                percentile(tpots, 0.99) if tpots else None,
-                percentile(ttfts, 0.5) if ttfts else None,
-                itl_prom,
-                replicas,
-                splits,
-                accelerators,
-            )
-        )
+        self.timeline.append(take_sample(self, self._last_sample, now, done))
         self._last_sample = now
         self.at(now + self.setup.sample_s, self._sample, None)
 
@@ -516,66 +425,7 @@ class Simulator:
             if not r.done and not r.rejected:
                 r.rejected = "unfinished"
         self.events = events
-        return self._result(name or self._controller_name, now, last_arrival, wallclock.perf_counter() - started)
-
-    def _result(self, name: str, end: float, last_arrival: float, wall: float) -> RunResult:
-        slo_t, slo_i = self.setup.ttft_slo_s, self.setup.itl_slo_s
-        stats = outcome_stats(self.requests, slo_t, slo_i)
-        hours = 0.0
-        cost = 0.0
-        pools: dict[str, Any] = {}
-        for pool in self._pools.values():
-            s = pool.setup
-            replica_s = 0.0
-            for inst in (*pool._members, *pool.draining, *pool.gone):
-                if math.isnan(inst.scheduled_at):
-                    continue
-                stop = inst.removed_at if not math.isnan(inst.removed_at) else end
-                replica_s += max(0.0, stop - inst.scheduled_at)
-            peak = max((smp.replicas[pool.name][1] for smp in self.timeline), default=s.replicas)
-            acc_h = replica_s * s.accelerators_per_replica / 3600.0
-            pools[pool.name] = {
-                "kind": s.kind,
-                "hardware": s.model.hardware.name,
-                "model": s.model.model.name,
-                "accelerators_per_replica": s.accelerators_per_replica,
-                "replica_hours": replica_s / 3600.0,
-                "accelerator_hours": acc_h,
-                "peak_replicas": peak,
-            }
-            hours += acc_h
-            cost += replica_s / 3600.0 * s.cost_per_hour
-        for note in self.controller.notes() if self.controller is not None else ():
-            target = note.pod or note.node_pool or "-"
-            self.actions.append(ActionRecord(note.time, name, note.action, target, note.message, note.reason))
-        self.actions.sort(key=lambda a: a.time)
-        return RunResult(
-            name=name,
-            ttft_slo_s=slo_t,
-            itl_slo_s=slo_i,
-            arrivals=stats["arrivals"],
-            finished=stats["finished"],
-            rejected=stats["rejected"],
-            attainment=stats["attainment"],
-            ttft_attainment=stats["ttft_attainment"],
-            tpot_attainment=stats["tpot_attainment"],
-            ttft_p50=stats["ttft_p50"],
-            ttft_p99=stats["ttft_p99"],
-            tpot_p50=stats["tpot_p50"],
-            tpot_p99=stats["tpot_p99"],
-            itl_p99=fine_quantile(self.fine_itl.counts, 0.99),
-            e2e_p50=stats["e2e_p50"],
-            accelerator_hours=hours,
-            cost=cost,
-            duration_s=end,
-            last_arrival_s=last_arrival,
-            wall_s=wall,
-            events=self.events,
-            actions=self.actions,
-            timeline=self.timeline,
-            pools=pools,
-            kv_placement=self.kv_log,
-        )
+        return build_result(self, name or self._controller_name, now, last_arrival, wallclock.perf_counter() - started)
 
 
 def simulate(

@@ -2,7 +2,7 @@
 
 Every `spec.autoscaling.interval` it builds the Observation the operator would build from
 Prometheus (observe.py), calls plan() with the pool contexts the operator uses
-(controller.autoscale.pool_contexts), keeps the returned ControllerState, and hands back the
+(semipd.context.pool_facts), keeps the returned ControllerState, and hands back the
 split changes and replica counts. Nothing of the policy is re-implemented here.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import InferencePoolSpec
-from semipd.controller.autoscale import pool_contexts
+from semipd.context import pool_facts
 from semipd.policy.planner import PoolContext, plan
 from semipd.policy.state import ControllerState
 from semipd.sim.fleet.controller import Action, FleetView, Note, SetReplicas, SetSplit
@@ -24,7 +24,7 @@ class PolicyController:
         self.spec = spec
         self._name = name
         self._interval = to_seconds(spec.autoscaling.interval)
-        self.contexts: dict[str, PoolContext] = pool_contexts(spec)
+        self.contexts: dict[str, PoolContext] = pool_facts(spec).planner_contexts()
         self.state = ControllerState()
         self._notes: list[Note] = []
         self.plans = 0

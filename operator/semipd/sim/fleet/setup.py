@@ -1,7 +1,7 @@
 """What a simulated fleet consists of: node pools of instances of one kind, and fleet-wide knobs.
 
 `fleet_from_spec` derives it from an InferencePool spec the way the operator and the simulated
-engine would: latency model per node pool (policy.profiles), instance kind and switch mode from the
+engine would: latency model per node pool (perf.resolve), instance kind and switch mode from the
 engine kind's capabilities, metric bucket edges from the engine driver, start-up delay from the
 latency model's restart cost plus a scheduling delay, KV-cache capacity per instance from
 `policy.kvcache.kv_capacity_tokens` (so `nodePools[].kvCacheTokens` applies) and the spec's
@@ -20,8 +20,8 @@ from semipd.engines import get_driver
 from semipd.engines.capabilities import SwitchMode as EngineSwitchMode
 from semipd.engines.promql import MetricSet
 from semipd.perf import LatencyModel
+from semipd.perf.resolve import latency_model_for
 from semipd.policy.kvcache import kv_capacity_tokens
-from semipd.policy.profiles import latency_model_for
 from semipd.sim.fleet.instance import InstanceConfig, SwitchMode
 from semipd.sim.fleet.router import KVRouting, RouterConfig
 
