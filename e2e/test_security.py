@@ -259,7 +259,8 @@ def test_colliding_foreign_objects_stay_identical_and_the_pool_reports_the_confl
     assert ours == [], "with a conflict the operator writes none of the pool's children"
     events = kubectl_json(cluster, "get", "events", "-n", COLLIDE_NS, "--field-selector", f"involvedObject.name={POOL}")
     assert [e["reason"] for e in events["items"]].count("Conflict") == 1, [e["reason"] for e in events["items"]]
-    assert collide_operator.metric("semipd_api_requests_total", verb="apply", kind="Deployment") == 0
+    assert collide_operator.metric("semipd_kube_api_requests_total", verb="list", kind="Deployment") > 0
+    assert collide_operator.metric("semipd_kube_api_requests_total", verb="apply", kind="Deployment") == 0
     assert not collide_operator.tracebacks()
 
 
@@ -297,7 +298,7 @@ def recorded_calls(op: OperatorProcess) -> set[tuple[str, str]]:
     text = httpx.get(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=5).text
     calls = set()
     for line in text.splitlines():
-        if line.startswith("semipd_api_requests_total{") and float(line.rsplit(" ", 1)[1]) > 0:
+        if line.startswith("semipd_kube_api_requests_total{") and float(line.rsplit(" ", 1)[1]) > 0:
             labels = dict(part.split("=", 1) for part in line[line.index("{") + 1 : line.index("}")].split(","))
             calls.add((labels["verb"].strip('"'), labels["kind"].strip('"')))
     return calls
