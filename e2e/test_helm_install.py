@@ -176,9 +176,27 @@ def helm(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hel
 def installed(cluster: Any, helm: Helm, tmp_path_factory: pytest.TempPathFactory) -> Path:
     vals = tmp_path_factory.mktemp("values") / "values.yaml"
     vals.write_text(yaml.safe_dump(values(cluster.prometheus_url, [POOL_NS])))
-    helm("install", RELEASE, str(CHART), "-n", OPS_NS, "--create-namespace", "--values", str(vals),
+    # What a user gets from a chart repository: the packaged chart, installed on its own.
+    dist = tmp_path_factory.mktemp("dist")
+    helm("package", str(CHART), "--destination", str(dist))
+    (packaged,) = dist.glob("semipd-operator-*.tgz")
+    helm("install", RELEASE, str(packaged), "-n", OPS_NS, "--create-namespace", "--values", str(vals),
          "--wait", "--timeout", "180s")  # fmt: skip
     return vals
+
+
+def test_packaged_chart_installs_with_its_crd_and_passes_helm_test(cluster: Any, helm: Helm, installed: Path) -> None:
+    crd = kubectl_json(cluster, "get", "crd", CRD)
+    assert crd["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
+    notes = helm("get", "notes", RELEASE, "-n", OPS_NS).stdout
+    assert f"helm test {RELEASE} -n {OPS_NS}" in notes
+    # The hook pod runs `semipd chart-test` (the CRD is served, the operator answers on its pod IP).
+    # No --logs: the pod is deleted once it succeeds (hook-delete-policy), and kwok serves no logs.
+    proc = helm("test", RELEASE, "-n", OPS_NS, "--timeout", "180s", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    phases = [line.split(":", 1)[1].strip() for line in proc.stdout.splitlines() if line.startswith("Phase:")]
+    assert phases, proc.stdout
+    assert set(phases) == {"Succeeded"}, proc.stdout
 
 
 def test_plain_manifests_pass_a_server_side_dry_run(cluster: Any) -> None:

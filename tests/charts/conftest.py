@@ -33,7 +33,16 @@ def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def template_args(values: dict[str, Any] | None = None, release: str = "rel", namespace: str = "ops") -> list[str]:
-    args = ["template", release, str(ROOT / CHART), "--namespace", namespace, "--kube-version", KUBE_VERSION]
+    args = [
+        "template",
+        release,
+        str(ROOT / CHART),
+        "--namespace",
+        namespace,
+        "--kube-version",
+        KUBE_VERSION,
+        "--skip-tests",
+    ]
     if values:
         args += ["--values", "-"]
     return args

@@ -102,10 +102,19 @@ async def test_duration_and_count_bound_the_run(fake_engine: FakeEngine) -> None
     assert [r.status for r in stuck.results] == ["cancelled", "cancelled"]
 
 
-def test_non_loopback_endpoints_are_refused_unless_allowed() -> None:
-    for url in ("http://127.0.0.1:8000", "http://127.9.8.7:1/", "http://localhost:1", "http://[::1]:2"):
+def test_public_endpoints_are_refused_unless_allowed() -> None:
+    """Loopback and pod IPs (private networks) need no flag; the README's tour loads a pod IP."""
+    local = ("http://127.0.0.1:8000", "http://127.9.8.7:1/", "http://localhost:1", "http://[::1]:2")
+    pod_ips = ("http://10.244.1.7:8000", "http://172.20.0.5:8000", "http://192.168.3.4:80", "http://100.64.0.9:1")
+    for url in (*local, *pod_ips, "http://[fd00::1]:8000"):
         assert check_endpoint(url, allow_remote=False) == url.rstrip("/")
-    for url in ("http://10.0.0.1:8000", "http://example.com", "http://0.0.0.0:80"):
+    for url in (
+        "http://8.8.8.8:8000",
+        "http://example.com",
+        "http://0.0.0.0:80",
+        "http://169.254.169.254/",
+        "http://172.32.0.1",
+    ):
         with pytest.raises(RemoteEndpointError, match="allow-remote"):
             LoadConfig(endpoints=(url,))
         assert check_endpoint(url, allow_remote=True)
@@ -174,7 +183,7 @@ def test_cli_errors_exit_2_and_fail_on_error_exits_1(
     fake_engine: FakeEngine, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert (
-        main(["--synthetic", "poisson", "--rate", "1", "--max-requests", "1", "--endpoint", "http://10.1.2.3:80"]) == 2
+        main(["--synthetic", "poisson", "--rate", "1", "--max-requests", "1", "--endpoint", "http://8.8.8.8:80"]) == 2
     )
     assert "allow-remote" in capsys.readouterr().err
     assert main(["--synthetic", "poisson", "--rate", "1", "--endpoint", fake_engine.url]) == 2

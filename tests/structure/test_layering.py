@@ -21,7 +21,6 @@ MAX_LINES = 450
 PENDING_SPLIT: set[str] = {
     # Files still over the limit; each is being split (see the closing notes). The set only shrinks.
     "policy/planner.py",
-    "packaging.py",
     "agent/supervisor.py",
 }
 

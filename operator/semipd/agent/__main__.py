@@ -48,15 +48,16 @@ def check_bind_address(host: str, pod_ip: str | None) -> str:
     return host
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "semipd-agent") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="semipd-agent",
-        usage="semipd-agent [options] -- <engine command...>",
+        prog=prog,
+        usage=f"{prog} [options] -- <engine command...>",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="In-pod agent: supervises a semi-PD engine and serves the split admin API.",
     )
     p.add_argument("--driver", required=True, choices=sorted(DRIVERS), help="engine kind (launch and switch mode)")
     p.add_argument("--admin-host", default=None, help="address to bind (default: $POD_IP, else 127.0.0.1)")
-    p.add_argument("--admin-port", type=int, default=9090)
+    p.add_argument("--admin-port", type=int, default=9090, help="port of the admin API")
     p.add_argument("--token-file", default="/var/run/semipd/token", help="file holding the admin bearer token")
     p.add_argument("--run-dir", default="/semipd/run", help="per-pod dir for control sockets and pid file")
     p.add_argument("--prefill-percent", type=int, default=None, help="initial prefill share (driver default)")
@@ -94,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="engine health URL (http://host:port/path); default derived from the engine's --host/--port",
     )
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return p
 
 
@@ -163,9 +164,10 @@ async def _run(settings: Settings, host: str, port: int, tokens: TokenFile) -> i
         await admin.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "semipd-agent") -> int:
+    """Run the agent; `prog` names it in messages (`semipd agent` when started through `semipd`)."""
     args = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
         agent_args, engine_argv = split_argv(args)
         ns = parser.parse_args(agent_args)
@@ -181,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens.token()
         os.makedirs(settings.run_dir, exist_ok=True)
     except (UsageError, TokenError, ValueError) as e:
-        print(f"semipd-agent: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         parser.print_usage(sys.stderr)
         return 2
     except SystemExit as e:  # argparse errors and --help

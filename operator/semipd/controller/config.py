@@ -1,124 +1,187 @@
-"""Operator settings, read once from the environment with documented defaults.
+"""Operator settings, read once from `SEMIPD_*` environment variables by pydantic-settings.
 
-Every variable is listed in docs/configuration.md; invalid values stop the operator at start with a
-message naming the variable, rather than misbehaving later.
+Each field's description is its documentation: `semipd operator --help` lists them (see
+`settings_help`) and docs/configuration.md repeats them. Invalid values stop the operator at start
+with a message naming the variable, rather than misbehaving later.
 """
 
 from __future__ import annotations
 
-import os
+import contextvars
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.sources.utils import parse_env_vars
 
 from semipd.api.durations import to_seconds
 from semipd.api.semantics import DEFAULT_SCRAPE_INTERVAL_S
 
+ENV_PREFIX = "SEMIPD_"
 
-@dataclass(frozen=True)
-class OperatorConfig:
+# The environment `load_config(env)` reads instead of os.environ (tests, rendered chart env).
+_ENVIRONMENT: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("environment", default=None)
+
+
+def _seconds(value: Any) -> Any:
+    """Go-style duration strings (`30s`, `5m`) as seconds; numbers pass through."""
+    if isinstance(value, str):
+        seconds = to_seconds(value.strip())
+        if seconds <= 0:
+            raise ValueError(f"must be positive, got {value!r}")
+        return seconds
+    return value
+
+
+def _comma_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(item.strip() for item in value.split(",") if item.strip())
+    return value
+
+
+def _key_values(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    out = []
+    for item in value.split(","):
+        if not item.strip():
+            continue
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected key=value, got {item!r}")
+        out.append((key.strip(), val.strip()))
+    return tuple(out)
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0, json_schema_extra={"format": "duration"})]
+
+
+class _EnvironmentSource(EnvSettingsSource):
+    """The environment source, reading the mapping handed to `load_config` when there is one."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        env = _ENVIRONMENT.get()
+        if env is None:
+            return super()._load_env_vars()
+        return parse_env_vars(env, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+
+class OperatorConfig(BaseSettings):
     """Process-wide settings of the operator."""
 
-    namespaces: tuple[str, ...] = ()
-    """Namespaces to watch; empty means cluster-wide."""
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        frozen=True,
+        extra="ignore",
+        env_ignore_empty=True,
+        populate_by_name=True,
+    )
 
-    resync_interval: float = 30.0
-    """Seconds between level-based re-reconciles of every InferencePool (timer)."""
+    namespaces: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)] = Field(
+        default=(), description="Namespaces to watch, comma-separated; empty means cluster-wide."
+    )
+    resync_interval: Seconds = Field(
+        default=30.0, description="Go duration between level-based re-reconciles of every InferencePool."
+    )
+    liveness_endpoint: str = Field(default="http://127.0.0.1:8081/healthz", description="Kopf liveness endpoint URL.")
+    metrics_host: str = Field(default="127.0.0.1", description="Address the operator's Prometheus metrics listen on.")
+    metrics_port: int = Field(default=8080, ge=0, le=65535, description="Port of the operator's metrics; 0 disables.")
+    prometheus_url: str = Field(
+        default="http://127.0.0.1:9090",
+        description="Default Prometheus queried for SLO metrics (per pool: spec.autoscaling.prometheusURL).",
+    )
+    prometheus_allowed_urls: Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)] = Field(
+        default=(),
+        description="Prometheus URLs a pool's spec.autoscaling.prometheusURL may point under, comma-separated; "
+        "empty: no override is honoured.",
+    )
+    scrape_interval: Seconds = Field(
+        default=DEFAULT_SCRAPE_INTERVAL_S,
+        description="Go duration between Prometheus scrapes of engine pods; spec.slo.window must be at least twice it.",
+    )
+    field_manager: str = Field(
+        default="semipd-operator", description="Server-side apply field manager for everything the operator owns."
+    )
+    stale_after: Seconds = Field(
+        default=300.0,
+        description="Go duration; liveness fails when no reconcile succeeded for this long while pools exist.",
+    )
+    token_key_file: str | None = Field(
+        default=None, description="File with the key agent admin tokens are derived from (mounted from a Secret)."
+    )
+    operator_image: str = Field(
+        default="semipd-operator:0.1.0", description="Image of the agent-install init container and the sim engine."
+    )
+    termination_grace_seconds: int = Field(
+        default=60,
+        json_schema_extra={"format": "duration"},
+        validation_alias=AliasChoices("termination_grace_seconds", f"{ENV_PREFIX}TERMINATION_GRACE"),
+        description="Go duration of engine pods' termination grace period (at least 15s; the agent drains within it).",
+    )
+    pod_annotations: Annotated[tuple[tuple[str, str], ...], NoDecode, BeforeValidator(_key_values)] = Field(
+        default=(), description="Extra annotations on every engine pod, `key=value,key=value`."
+    )
 
-    liveness_endpoint: str = "http://127.0.0.1:8081/healthz"
-    """Kopf liveness endpoint URL."""
+    @field_validator("prometheus_allowed_urls")
+    @classmethod
+    def _http_urls(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for url in value:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"not an http(s) URL: {url!r}")
+        return value
 
-    metrics_host: str = "127.0.0.1"
-    """Address the operator's Prometheus metrics listen on."""
+    @field_validator("termination_grace_seconds", mode="before")
+    @classmethod
+    def _grace(cls, value: Any) -> Any:
+        seconds = _seconds(value)
+        return max(15, round(seconds)) if isinstance(value, str) else seconds
 
-    metrics_port: int = 8080
-    """Port of the operator's metrics; 0 disables them."""
-
-    prometheus_url: str = "http://127.0.0.1:9090"
-    """Default Prometheus queried for SLO metrics (per-pool override: spec.autoscaling.prometheusURL)."""
-
-    prometheus_allowed_urls: tuple[str, ...] = ()
-    """Prometheus URLs a pool's spec.autoscaling.prometheusURL may point under; empty: no override is honoured."""
-
-    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S
-    """Seconds between Prometheus scrapes of engine pods; spec.slo.window must be at least twice this."""
-
-    field_manager: str = "semipd-operator"
-    """Server-side apply field manager for everything the operator owns."""
-
-    stale_after: float = 300.0
-    """The liveness probe fails when no reconcile succeeded for this many seconds while pools exist."""
-
-    token_key_file: str | None = None
-    """File with the key agent admin tokens are derived from (mounted from a Secret in a real install)."""
-
-    operator_image: str = "semipd-operator:0.1.0"
-    """Image of the agent-install init container and of the simulated engine."""
-
-    termination_grace_seconds: int = 60
-    """Engine pods' termination grace period (the agent drains requests within it)."""
-
-    pod_annotations: tuple[tuple[str, str], ...] = ()
-    """Extra annotations on every engine pod (`k=v,k=v`)."""
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _EnvironmentSource(settings_cls)
 
 
-ENV_PREFIX = "SEMIPD_"
+def env_name(field: str) -> str:
+    """The environment variable that sets a field."""
+    if field == "termination_grace_seconds":
+        return f"{ENV_PREFIX}TERMINATION_GRACE"
+    return ENV_PREFIX + field.upper()
 
 
 def load_config(env: Mapping[str, str] | None = None) -> OperatorConfig:
-    """Build the config from `SEMIPD_*` variables; raises ValueError naming the bad variable."""
-    env = os.environ if env is None else env
-    d = OperatorConfig()
-
-    def get(name: str) -> str | None:
-        value = env.get(ENV_PREFIX + name)
-        return value.strip() if value is not None and value.strip() else None
-
-    def seconds(name: str, default: float) -> float:
-        raw = get(name)
-        if raw is None:
-            return default
-        try:
-            value = to_seconds(raw)
-        except ValueError as err:
-            raise ValueError(f"{ENV_PREFIX}{name}: {err}") from None
-        if value <= 0:
-            raise ValueError(f"{ENV_PREFIX}{name}: must be positive, got {raw!r}")
-        return value
-
-    port_raw = get("METRICS_PORT")
+    """Build the config from `SEMIPD_*` variables (os.environ by default); ValueError names the bad one."""
+    token = _ENVIRONMENT.set(env)
     try:
-        metrics_port = int(port_raw) if port_raw is not None else d.metrics_port
-    except ValueError:
-        raise ValueError(f"{ENV_PREFIX}METRICS_PORT: not an integer: {port_raw!r}") from None
-    if not 0 <= metrics_port <= 65535:
-        raise ValueError(f"{ENV_PREFIX}METRICS_PORT: out of range: {metrics_port}")
-    namespaces = tuple(n.strip() for n in (get("NAMESPACES") or "").split(",") if n.strip())
-    annotations = []
-    for item in (get("POD_ANNOTATIONS") or "").split(","):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{ENV_PREFIX}POD_ANNOTATIONS: expected key=value, got {item!r}")
-        annotations.append((key.strip(), value.strip()))
-    grace = seconds("TERMINATION_GRACE", float(d.termination_grace_seconds))
-    allowed_urls = tuple(u.strip() for u in (get("PROMETHEUS_ALLOWED_URLS") or "").split(",") if u.strip())
-    for url in allowed_urls:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{ENV_PREFIX}PROMETHEUS_ALLOWED_URLS: not an http(s) URL: {url!r}")
-    return OperatorConfig(
-        namespaces=namespaces,
-        resync_interval=seconds("RESYNC_INTERVAL", d.resync_interval),
-        liveness_endpoint=get("LIVENESS_ENDPOINT") or d.liveness_endpoint,
-        metrics_host=get("METRICS_HOST") or d.metrics_host,
-        metrics_port=metrics_port,
-        prometheus_url=get("PROMETHEUS_URL") or d.prometheus_url,
-        prometheus_allowed_urls=allowed_urls,
-        scrape_interval=seconds("SCRAPE_INTERVAL", d.scrape_interval),
-        field_manager=get("FIELD_MANAGER") or d.field_manager,
-        stale_after=seconds("STALE_AFTER", d.stale_after),
-        token_key_file=get("TOKEN_KEY_FILE"),
-        operator_image=get("OPERATOR_IMAGE") or d.operator_image,
-        termination_grace_seconds=max(15, round(grace)),
-        pod_annotations=tuple(annotations),
-    )
+        return OperatorConfig()
+    except ValidationError as err:
+        problems = []
+        for e in err.errors():
+            loc = str(e["loc"][0]) if e["loc"] else ""
+            name = loc if loc.startswith(ENV_PREFIX) else env_name(loc)
+            msg, given = e["msg"].removeprefix("Value error, "), repr(e.get("input"))
+            problems.append(f"{name}: {msg}" + ("" if given in msg else f" (got {given})"))
+        raise ValueError("; ".join(problems)) from None
+    finally:
+        _ENVIRONMENT.reset(token)
+
+
+def settings_help() -> str:
+    """One line per setting: variable, default, description (the `semipd operator --help` list)."""
+    lines = []
+    for name, field in OperatorConfig.model_fields.items():
+        default = field.default
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("format") == "duration":
+            shown = f"{default:g}s"
+        lines.append(
+            f"  {env_name(name):<28} {field.description} (default: {shown if shown not in (None, '') else '-'})"
+        )
+    return "\n".join(lines)

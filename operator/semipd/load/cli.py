@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Sequence
 
+from semipd.cliargs import STDOUT, Parser, duration, fail, positive_duration, write_output
 from semipd.load.progress import ProgressBar, wanted
 from semipd.load.prompts import PROMPT_TOKENS_FIELD
 from semipd.load.runner import LoadConfig, RemoteEndpointError, run_load
@@ -39,9 +41,9 @@ def _positive_int(v: str) -> int:
     return i
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="semipd load",
+def build_parser(prog: str = "semipd load") -> argparse.ArgumentParser:
+    p = Parser(
+        prog=prog,
         description="Replay a trace or synthetic arrivals against OpenAI-compatible endpoints "
         "(streaming /v1/completions) and report TTFT, ITL, e2e, SLO attainment and goodput.",
     )
@@ -62,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-tokens", type=_positive_int, default=512, help="synthetic prompt length")
     p.add_argument("--output-tokens", type=_positive_int, default=128, help="synthetic output length")
     p.add_argument("--lengths-from", help="synthetic: resample token counts from this trace")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--start", type=float, default=0.0, help="trace: skip to this replay time (s, after scaling)")
-    p.add_argument("--duration", type=_positive, help="stop sending after this many seconds")
+    p.add_argument("--seed", type=int, default=0, help="random seed of synthetic arrivals and lengths")
+    p.add_argument("--start", type=duration, default="0s", help="trace: skip to this replay time (after scaling)")
+    p.add_argument("--duration", type=positive_duration, help="stop sending after this long (e.g. 60s, 5m)")
     p.add_argument("--max-requests", type=_positive_int, help="send at most this many requests")
     p.add_argument("--max-input-tokens", type=_positive_int, help="clip prompt lengths")
     p.add_argument("--max-output-tokens", type=_positive_int, help="clip output lengths")
@@ -75,23 +77,27 @@ def build_parser() -> argparse.ArgumentParser:
         default="round-robin",
         help="how requests are spread over the endpoints",
     )
-    p.add_argument("--request-timeout", type=_positive, default=300.0, help="per-request timeout, s")
+    p.add_argument("--request-timeout", type=positive_duration, default="5m", help="per-request timeout")
     p.add_argument(
         "--drain-timeout",
-        type=_positive,
-        default=60.0,
+        type=positive_duration,
+        default="60s",
         help="after the last dispatch, wait this long for in-flight requests, then cancel them",
     )
-    p.add_argument("--ttft-slo", type=_positive, help="TTFT SLO, seconds")
-    p.add_argument("--itl-slo", type=_positive, help="inter-token (per-request TPOT) SLO, seconds")
-    p.add_argument("--json", dest="json_path", help="write per-request results and the summary here")
+    p.add_argument("--ttft-slo", type=positive_duration, help="TTFT SLO (e.g. 500ms)")
+    p.add_argument("--itl-slo", type=positive_duration, help="inter-token (per-request TPOT) SLO (e.g. 50ms)")
+    p.add_argument("--json", dest="json_path", help="write per-request results and the summary here (- for stdout)")
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="progress bar on stderr (default: only when stderr is a terminal)",
     )
-    p.add_argument("--allow-remote", action="store_true", help="allow endpoints outside the loopback network")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow public addresses and hostnames (loopback and pod IPs need no flag)",
+    )
     p.add_argument(
         "--prompt-text",
         choices=["full", "stub"],
@@ -104,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=PROMPT_TOKENS_FIELD,
         help="name of the extension field carrying the prompt token count",
     )
-    p.add_argument("--api-path", default="/v1/completions")
+    p.add_argument("--api-path", default="/v1/completions", help="path of the completions API")
     p.add_argument("--describe", action="store_true", help="print the schedule's statistics and exit")
     p.add_argument("--fail-on-error", action="store_true", help="exit 1 if any request did not succeed")
     return p
@@ -155,8 +161,8 @@ def describe(reqs: Sequence[TraceRequest]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str = "semipd load") -> int:
+    parser = build_parser(prog)
     ns = parser.parse_args(argv)
     endpoints = tuple(e.strip() for arg in ns.endpoint for e in arg.split(",") if e.strip())
     try:
@@ -177,8 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         schedule = build_schedule(ns)
     except (RemoteEndpointError, TraceFormatError, ValueError, OSError) as e:
-        print(f"semipd load: {e}", file=sys.stderr)
-        return 2
+        return fail(prog, e)
     if ns.describe:
         print(describe(schedule))
         return 0
@@ -190,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
             bar.close()
     slo = SLO(ns.ttft_slo, ns.itl_slo)
     summary = result.summary(slo)
-    print(format_summary(summary))
+    # With `--json -` standard output carries the JSON alone; the human summary goes to stderr.
+    print(format_summary(summary), file=sys.stderr if ns.json_path == STDOUT else sys.stdout)
     if ns.json_path:
-        result.write_json(ns.json_path, slo)
+        write_output(ns.json_path, json.dumps(result.to_json(slo), indent=1) + "\n")
     if ns.fail_on_error and summary.ok < summary.requests:
         return 1
     return 0

@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import json
 import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -32,7 +30,26 @@ _POOL_SIZE = 8
 
 
 class RemoteEndpointError(ValueError):
-    """An endpoint is not on the loopback network and remote load was not allowed."""
+    """An endpoint is neither loopback nor private and remote load was not allowed."""
+
+
+# Where pod IPs live: RFC 1918, the RFC 6598 shared range some CNIs use, and IPv6 unique-local.
+# Loading these needs no opt-in, so `semipd load` reaches pod IPs as the README's tour does; public
+# addresses, link-local (cloud metadata) and unresolved hostnames other than localhost need one.
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
+
+
+def is_local_or_private(host: str) -> bool:
+    """Loopback (127.0.0.0/8, ::1, localhost) or a private network address (where pod IPs live)."""
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a hostname: not resolved, so not provably local
+    return ip.is_loopback or any(ip.version == n.version and ip in n for n in PRIVATE_NETWORKS)
 
 
 def check_endpoint(url: str, allow_remote: bool) -> str:
@@ -40,17 +57,11 @@ def check_endpoint(url: str, allow_remote: bool) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"endpoint must be an http(s) URL with a host, got {url!r}")
-    if not allow_remote:
-        host = parts.hostname
-        try:
-            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False  # a hostname: not resolved, so not provably loopback
-        if not loopback:
-            raise RemoteEndpointError(
-                f"{url!r} is not a loopback address (127.0.0.0/8, ::1, localhost); pass allow_remote "
-                "(--allow-remote) to load a remote endpoint"
-            )
+    if not allow_remote and not is_local_or_private(parts.hostname):
+        raise RemoteEndpointError(
+            f"{url!r} is neither loopback (127.0.0.0/8, ::1, localhost) nor a private address (10/8, 172.16/12, "
+            "192.168/16, 100.64/10, fc00::/7); pass --allow-remote to load it"
+        )
     return url.rstrip("/")
 
 
@@ -118,9 +129,6 @@ class LoadResult:
             "summary": self.summary(slo).to_json(),
             "requests": [r.to_json() for r in self.results],
         }
-
-    def write_json(self, path: str | Path, slo: SLO | None = None) -> None:
-        Path(path).write_text(json.dumps(self.to_json(slo), indent=1) + "\n", encoding="utf-8")
 
 
 @dataclass

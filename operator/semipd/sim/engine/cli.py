@@ -10,13 +10,13 @@ from semipd.perf import LatencyModel
 from semipd.sim.engine.config import DECODE_OWNER, ConfigError, parse_config
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "semipd sim-engine") -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
         cfg = parse_config(args)
         model = LatencyModel.from_names(cfg.hardware, cfg.model, cfg.tp)
     except (ConfigError, KeyError, ValueError) as e:
-        print(f"semipd sim-engine: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except SystemExit as e:  # argparse
         return int(e.code) if isinstance(e.code, int) else 2

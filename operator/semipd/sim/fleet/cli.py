@@ -17,6 +17,7 @@ import yaml
 from semipd.api.durations import format_seconds
 from semipd.api.semantics import parse_spec
 from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec
+from semipd.cliargs import STDOUT, Parser, duration, fail, positive_duration, write_output
 from semipd.data import DEFAULT_POOL_FILE, default_pool
 from semipd.sim.fleet.controller import Controller, StaticController
 from semipd.sim.fleet.fleet import simulate
@@ -27,8 +28,8 @@ from semipd.sim.fleet.setup import fleet_from_spec
 from semipd.traces import TraceFormatError, mean_rate, prepare
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="semipd simulate", description=__doc__.splitlines()[0])
+def build_parser(prog: str = "semipd simulate") -> argparse.ArgumentParser:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument(
         "--pool",
         default=None,
@@ -39,30 +40,48 @@ def build_parser() -> argparse.ArgumentParser:
     rate = p.add_mutually_exclusive_group()
     rate.add_argument("--rate-scale", type=float, default=None, help="replay X times faster than the trace")
     rate.add_argument("--rate", type=float, default=None, help="replay at this mean rate (req/s)")
-    p.add_argument("--duration", type=float, default=None, help="only the first S seconds (after scaling)")
-    p.add_argument("--max-requests", type=int, default=None)
+    p.add_argument(
+        "--duration", type=positive_duration, help="only the first part of the trace, e.g. 5m (after scaling)"
+    )
+    p.add_argument("--max-requests", type=int, default=None, help="only the first N requests")
     p.add_argument("--replicas", action="append", default=[], metavar="POOL=N", help="initial replicas")
     p.add_argument("--capacity", action="append", default=[], metavar="POOL=N",
                    help="replicas the node pool has room for (more stay unschedulable)")  # fmt: skip
-    p.add_argument("--startup-s", type=float, default=None, help="pod start-up delay (default: model-derived)")
+    p.add_argument(
+        "--startup-s", type=duration, default=None, help="pod start-up delay, e.g. 90s (default: model-derived)"
+    )
     p.add_argument("--controller", choices=("policy", "off"), default="policy",
                    help="policy: the shipped planner at spec.autoscaling (default); off: nothing changes")  # fmt: skip
-    p.add_argument("--router", choices=("auto", "least-outstanding", "prefix-aware"), default="auto")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--router", choices=("auto", "least-outstanding", "prefix-aware"), default="auto",
+                   help="request routing; auto: prefix-aware when the trace has prefix hashes")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
     p.add_argument("--decisions", type=int, default=20, help="decisions to print (0: none, -1: all)")
-    p.add_argument("--plot", default=None, help="PNG: latency percentiles, splits and replicas over time")
-    p.add_argument("--json", default=None, help="write the full result (summary, decisions, timeline)")
+    p.add_argument("--plot", default=None, help="PNG: latency percentiles, splits and replicas (needs matplotlib)")
+    p.add_argument("--json", default=None, help="write the full result (summary, decisions, timeline); - for stdout")
     return p
 
 
-def _pairs(items: Sequence[str], flag: str) -> dict[str, int]:
+def _pairs(items: Sequence[str], flag: str, spec: InferencePoolSpec) -> dict[str, int]:
+    known = [p.name for p in spec.node_pools]
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not value.isdigit():
             raise ValueError(f"{flag} wants POOL=N, got {item!r}")
+        if name not in known:
+            raise ValueError(
+                f"{flag} {item!r}: the InferencePool has no node pool {name!r} (it has {', '.join(known)})"
+            )
         out[name] = int(value)
     return out
+
+
+def _check_plot_dependency() -> None:
+    """--plot needs matplotlib: refuse before simulating, not after."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValueError("--plot needs matplotlib: pip install 'semipd-operator[bench]' or drop --plot") from None
 
 
 def load_spec(path: str | None) -> tuple[str, InferencePoolSpec]:
@@ -112,12 +131,16 @@ def report(result: RunResult, decisions: int) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str] | None = None, prog: str = "semipd simulate") -> int:
+    args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if args.plot:
+            _check_plot_dependency()
+        if args.plot == STDOUT and args.json == STDOUT:
+            raise ValueError("--plot - and --json - would share standard output; give one a file")
         name, spec = load_spec(args.pool)
-        replicas = _pairs(args.replicas, "--replicas")
-        capacity = _pairs(args.capacity, "--capacity")
+        replicas = _pairs(args.replicas, "--replicas", spec)
+        capacity = _pairs(args.capacity, "--capacity", spec)
         trace = prepare(
             args.trace,
             context_length=spec.model.max_context_length,
@@ -127,11 +150,11 @@ def main(argv: list[str] | None = None) -> int:
             max_requests=args.max_requests,
         )
     except (OSError, ValueError, TraceFormatError) as e:
-        print(f"semipd simulate: {e}", file=sys.stderr)
-        return 2
+        return fail(prog, e)
     if not trace:
-        print("semipd simulate: the trace selection is empty", file=sys.stderr)
-        return 2
+        return fail(prog, "the trace selection is empty (check --duration, --max-requests)")
+    # With `--json -` or `--plot -` standard output carries that alone; the report goes to stderr.
+    out = sys.stderr if STDOUT in (args.json, args.plot) else sys.stdout
     prefix = any(r.hash_ids for r in trace)
     router_kind = {
         "auto": RouterKind.PREFIX_AWARE if prefix else RouterKind.LEAST_OUTSTANDING,
@@ -150,17 +173,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{p.replicas} replicas ({p.min_replicas}-{p.max_replicas}), start-up {p.startup_s:.0f}s"
         for p in setup.pools
     )
-    print(f"InferencePool {name}: {pools}")
+    print(f"InferencePool {name}: {pools}", file=out)
     print(f"trace {args.trace}: {len(trace)} requests over {trace[-1].arrival_s:.0f}s "
-          f"({mean_rate(trace):.2f} req/s), router {router_kind.value}, controller {controller.name}")  # fmt: skip
+          f"({mean_rate(trace):.2f} req/s), router {router_kind.value}, controller {controller.name}",
+          file=out)  # fmt: skip
     result = simulate(setup, trace, controller, name=name)
-    print(report(result, args.decisions))
+    print(report(result, args.decisions), file=out)
     if args.json:
-        Path(args.json).write_text(json.dumps(result.to_json(), indent=1))
+        write_output(args.json, json.dumps(result.to_json(), indent=1))
     if args.plot:
         from semipd.sim.fleet.plot import plot_timeline
 
-        plot_timeline(result, args.plot, f"{name} / {args.trace}: attainment {result.attainment:.1%}")
+        title = f"{name} / {args.trace}: attainment {result.attainment:.1%}"
+        plot_timeline(result, sys.stdout.buffer if args.plot == STDOUT else args.plot, title)
     return 0
 
 

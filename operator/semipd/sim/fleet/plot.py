@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from semipd.sim.fleet.results import RunResult
 
@@ -12,7 +13,8 @@ def _series(values: Sequence[float | None]) -> list[float]:
     return [float("nan") if v is None else v for v in values]
 
 
-def plot_timeline(result: RunResult, path: str | Path, title: str | None = None) -> Path:
+def plot_timeline(result: RunResult, path: str | Path | BinaryIO, title: str | None = None) -> None:
+    """Draw the run's timeline as PNG into a file path or a binary stream (`--plot -`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,7 +65,5 @@ def plot_timeline(result: RunResult, path: str | Path, title: str | None = None)
     h3, l3 = ax3.get_legend_handles_labels()
     ax.legend(h1 + h3, l1 + l3, loc="upper left", fontsize=7, ncol=2)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
+    fig.savefig(Path(path) if isinstance(path, str | Path) else path, dpi=110, format="png")
     plt.close(fig)
-    return out

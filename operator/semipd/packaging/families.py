@@ -1,0 +1,88 @@
+"""Prometheus names shared by the rules and the dashboard: pod labels as Prometheus spells them,
+the operator's and agent's metric names, and the engine metric families (engines exporting the
+same TTFT/ITL histograms), with p99 expressions labelled by pool and node pool.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from semipd.desired import names
+from semipd.engines import DRIVERS, MetricSet
+
+
+def prom_label(kube_label: str) -> str:
+    """A pod label as Prometheus names it (labelmap, podTargetLabels): `semipd.io/pool` -> `semipd_io_pool`."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", kube_label)
+
+
+POOL = prom_label(names.POOL_LABEL)
+NODE_POOL = prom_label(names.NODE_POOL_LABEL)
+BY_POOL = ("namespace", POOL)
+BY_NODE_POOL = ("namespace", POOL, NODE_POOL)
+
+# Operator metrics the rules and dashboard use: exported by controller/metrics.py, and the contract
+# for what is not exported yet (until it is, the alerts and panels that use it stay empty, not wrong).
+OPERATOR_METRICS = {
+    "semipd_reconcile_total",
+    "semipd_reconcile_duration_seconds_count",
+    "semipd_autoscaler_decisions_total",
+    "semipd_observation_age_seconds",
+}
+PENDING_OPERATOR_METRICS = {
+    "semipd_slo_target_seconds": "gauge {namespace, pool, slo=ttft|itl}: the pool's spec.slo target in seconds",
+}
+AGENT_SPLIT = "semipd_agent_prefill_percent"
+SIM_SPLIT = "semipd_sim:prefill_percent"
+
+
+# --- engine metric families ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    """Engines exporting the same histograms (e.g. `sim` and `sglang-semipd` both export SGLang's)."""
+
+    name: str
+    kinds: tuple[str, ...]
+    metrics: MetricSet
+
+
+def metric_families() -> list[Family]:
+    """One family per distinct TTFT/ITL histogram pair among the engine drivers."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    sets: dict[tuple[str, str], MetricSet] = {}
+    for kind in sorted(DRIVERS):
+        ms = DRIVERS[kind].metrics
+        key = (ms.ttft, ms.itl)
+        groups.setdefault(key, []).append(kind)
+        sets.setdefault(key, ms)
+    out = []
+    for key, kinds in groups.items():
+        name = key[0].split(":", 1)[0] if ":" in key[0] else kinds[0]
+        out.append(Family(name, tuple(kinds), sets[key]))
+    return sorted(out, key=lambda f: f.name)
+
+
+def with_pool_labels(expr: str, by: Sequence[str]) -> str:
+    """Copy `semipd_io_pool` / `semipd_io_node_pool` into plain `pool` / `node_pool` labels."""
+    out = f'label_replace({expr}, "pool", "$1", "{POOL}", "(.+)")'
+    if NODE_POOL in by:
+        out = f'label_replace({out}, "node_pool", "$1", "{NODE_POOL}", "(.+)")'
+    return out
+
+
+ANY_POOL = f'{POOL}!=""'
+
+
+def latency_p99(family: Family, which: str, window: str, by: Sequence[str], selector: str = ANY_POOL) -> str:
+    """p99 TTFT or ITL of one engine family, labelled with pool (and node_pool)."""
+    quantile: Callable[..., str] = family.metrics.ttft_quantile if which == "ttft" else family.metrics.itl_quantile
+    return with_pool_labels(quantile(0.99, window, by=by, selector=selector), by)
+
+
+def any_family(build: Callable[[Family], str]) -> str:
+    """One expression over every engine family (`or`: a node pool runs exactly one engine)."""
+    return " or ".join(f"({build(f)})" for f in metric_families())

@@ -1,0 +1,140 @@
+"""The `semipd` command as a new user meets it: help, version, errors, durations, `--output -`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from semipd import cli
+from semipd.cliargs import duration, positive_duration
+from semipd.controller.config import OperatorConfig, env_name
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sim-mixed-gpu-ascend.yaml"
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    top = cli.build_parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    out = {name: p for name, p in sub.choices.items() if name not in cli.DELEGATED}
+    for name, (module, _) in cli.DELEGATED.items():
+        out[name] = importlib.import_module(module).build_parser(f"semipd {name}")
+    return out
+
+
+def test_no_arguments_prints_help_and_succeeds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: semipd")
+    for command in ("operator", "crds", "validate", "simulate", "load", "agent"):
+        assert command in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"semipd {cli.version()}" != "semipd unknown"
+
+
+def test_internal_commands_are_listed_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 0
+    commands, _, internal = capsys.readouterr().out.partition("internal commands")
+    for name in cli.INTERNAL:
+        assert name not in commands
+        assert name in internal
+    for name in ("operator", "simulate", "load"):
+        assert name in commands
+
+
+@pytest.mark.parametrize("command", ["operator", "crds", "validate", "simulate", "load", "agent"])
+def test_every_flag_has_help_showing_its_default(command: str) -> None:
+    parser = _parsers()[command]
+    text = parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction | argparse._VersionAction):
+            continue
+        assert action.help, f"semipd {command} {action.option_strings or action.dest}: no help"
+        if action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS):
+            assert f"(default: {action.default})" in " ".join(text.split()), (command, action.dest)
+
+
+def test_agent_help_names_the_command_it_was_started_as(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["agent", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: semipd agent [options] -- <engine command...>")
+
+
+def test_operator_help_lists_every_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["operator", "--help"])
+    out = capsys.readouterr().out
+    for field in OperatorConfig.model_fields:
+        assert env_name(field) in out
+    assert "SEMIPD_RESYNC_INTERVAL" in out
+    assert "(default: 30s)" in out
+
+
+def test_crds_output_dash_prints_yaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["crds", "--output", "-"]) == 0
+    assert not (tmp_path / "-").exists()
+    crd = yaml.safe_load(capsys.readouterr().out)
+    assert crd["kind"] == "CustomResourceDefinition"
+    assert cli.main(["crds", "--output", "-", "--reference", "-"]) == 2
+    assert "give one a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "--pool", str(EXAMPLE), "--trace", "azure-conv", "--duration", "soon"],
+        ["load", "--synthetic", "poisson", "--rate", "1", "--endpoint", "http://127.0.0.1:1", "--duration", "-5s"],
+        ["crds", "--no-such-flag"],
+        ["no-such-command"],
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "--help" in err
+
+
+def test_user_errors_never_show_a_traceback(tmp_path: Path) -> None:
+    """As a shell runs them (the console script's real entry point)."""
+    env = {**os.environ, "SEMIPD_METRICS_PORT": "eighty"}
+    cases = [
+        (["operator"], env),
+        (["simulate", "--pool", str(tmp_path / "missing.yaml"), "--trace", "azure-conv"], None),
+        (["simulate", "--pool", str(EXAMPLE), "--trace", "no-such-trace"], None),
+        (["load", "--trace", str(tmp_path / "missing.csv"), "--endpoint", "http://127.0.0.1:1"], None),
+    ]
+    for argv, cmd_env in cases:
+        proc = subprocess.run([sys.executable, "-m", "semipd", *argv], capture_output=True, text=True,
+                              timeout=120, env=cmd_env)  # fmt: skip
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_durations_read_like_the_crds() -> None:
+    assert duration("5m") == 300.0
+    assert duration("1m30s") == 90.0
+    assert duration("250ms") == 0.25
+    assert duration("90") == 90.0  # a bare number is seconds
+    assert duration("0s") == 0.0
+    for bad in ("soon", "5 minutes", "nan", "-1s", "inf"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            duration(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="positive"):
+        positive_duration("0")
