@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CACHE ?= $(HOME)/.cache/semipd
 export PATH := $(CACHE)/bin:$(PATH)
 
-.PHONY: help venv crds lint unit e2e test deps binaries cluster-up cluster-down demo bench clean
+.PHONY: help venv torch crds lint unit e2e test deps binaries cluster-up cluster-down demo bench clean
 
 help:
 	@echo "make demo          the main job (see README)"
@@ -25,6 +25,27 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# torch for the GPU calibration harness's CPU tests (bench/gpu). PyPI's Linux torch wheel is the CUDA build
+# and imports only with its nvidia-* libraries (5.3 GB installed), so it goes once into a shared cache
+# directory, not into every venv; a .pth file puts it on the venv's path after the venv's own packages.
+TORCH_VERSION := 2.15.0
+TORCH_DIR := $(CACHE)/torch-$(TORCH_VERSION)-py$(shell $(PY) -c 'import sys; print("%d%d" % sys.version_info[:2])')
+TORCH_STAMP := $(VENV)/.installed-torch-$(TORCH_VERSION)
+
+# flock: worktrees and CI share the cache; the second to arrive waits and finds it complete.
+$(TORCH_DIR)/.complete:
+	@mkdir -p $(CACHE)
+	flock $(CACHE)/torch.lock bash -c 'test -e $@ || { rm -rf $(TORCH_DIR) $(TORCH_DIR).partial && \
+	  $(PY) -m pip install -q --disable-pip-version-check --target $(TORCH_DIR).partial torch==$(TORCH_VERSION) && \
+	  mv $(TORCH_DIR).partial $(TORCH_DIR) && touch $@; }'
+
+$(TORCH_STAMP): $(STAMP) $(TORCH_DIR)/.complete
+	echo $(TORCH_DIR) > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/semipd-torch.pth"
+	$(BIN)/python -c 'import torch; torch.ones(1)'
+	@touch $@
+
+torch: $(TORCH_STAMP)
+
 crds: $(STAMP)
 	$(BIN)/semipd crds --output crds --reference docs/api-reference.md
 	$(BIN)/python -m semipd.packaging sync
@@ -35,8 +56,8 @@ lint: $(STAMP)
 	$(BIN)/mypy --strict operator/semipd
 	$(BIN)/lint-imports
 
-unit: $(STAMP)
-	$(BIN)/python -m pytest tests -q
+unit: $(STAMP) $(TORCH_STAMP)
+	SEMIPD_REQUIRE_TORCH=1 $(BIN)/python -m pytest tests -q
 
 deps:
 	bash e2e/install-deps.sh

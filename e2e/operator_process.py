@@ -25,6 +25,7 @@ from semipd.data import upstream_gie_crd
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "crds" / "semipd.io_inferencepools.yaml"
 GIE_CRD = Path(str(upstream_gie_crd()))  # shipped as package data
+THREAD_RACE_MARKERS = ("Non-thread-safe operation", "changed size during iteration")
 
 
 def free_port() -> int:
@@ -44,7 +45,9 @@ def install_crds(cluster: Any, *, gie: bool = True) -> None:
 class OperatorProcess:
     """One operator process watching `namespace`."""
 
-    def __init__(self, cluster: Any, namespace: str, workdir: Path, resync: str = "3s") -> None:
+    def __init__(
+        self, cluster: Any, namespace: str, workdir: Path, resync: str = "3s", env: dict[str, str] | None = None
+    ) -> None:
         self.cluster = cluster
         self.namespace = namespace
         self.log = workdir / "operator.log"
@@ -53,6 +56,8 @@ class OperatorProcess:
             self.key_file.write_text(secrets.token_hex(32))
         self.metrics_port = free_port()
         self.resync = resync
+        self.extra_env = dict(env or {})
+        self.liveness_url = f"http://127.0.0.1:{free_port()}/healthz"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -62,16 +67,19 @@ class OperatorProcess:
             "SEMIPD_NAMESPACES": self.namespace,
             "SEMIPD_RESYNC_INTERVAL": self.resync,
             "SEMIPD_METRICS_PORT": str(self.metrics_port),
-            "SEMIPD_LIVENESS_ENDPOINT": f"http://127.0.0.1:{free_port()}/healthz",
+            "SEMIPD_LIVENESS_ENDPOINT": self.liveness_url,
             "SEMIPD_TOKEN_KEY_FILE": str(self.key_file),
             "SEMIPD_POD_ANNOTATIONS": "semipd.io/local-exec=true",
             "SEMIPD_TERMINATION_GRACE": "30s",
             "SEMIPD_PROMETHEUS_URL": self.cluster.prometheus_url,
+            # asyncio debug mode: a loop call from a worker thread raises and is logged.
+            "PYTHONASYNCIODEBUG": "1",
+            **self.extra_env,
         }
         env.pop("KUBERNETES_SERVICE_HOST", None)
         with self.log.open("a") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "semipd", "operator"], env=env, stdout=out, stderr=out)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # the import alone can take tens of seconds on a loaded machine
         while time.monotonic() < deadline:
             try:
                 httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1)
@@ -107,14 +115,32 @@ class OperatorProcess:
                 total += float(m.group(2))
         return total
 
+    def live(self) -> bool:
+        """The liveness endpoint answers 200 (what a kubelet's livenessProbe checks)."""
+        try:
+            return httpx.get(self.liveness_url, timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     def tracebacks(self) -> str:
         text = self.log.read_text()
         return text if "Traceback" in text else ""
 
+    def thread_races(self) -> list[str]:
+        """Log lines showing state touched from a worker thread (asyncio debug mode's check, or a
+        dict iterated while another thread changed it)."""
+        return [line for line in self.log.read_text().splitlines() if any(m in line for m in THREAD_RACE_MARKERS)]
+
 
 @contextlib.contextmanager
 def running_operator(
-    cluster: Any, namespace: str, workdir: Path, *, resync: str = "3s", gie: bool = False
+    cluster: Any,
+    namespace: str,
+    workdir: Path,
+    *,
+    resync: str = "3s",
+    gie: bool = False,
+    env: dict[str, str] | None = None,
 ) -> Iterator[OperatorProcess]:
     """CRDs installed, `namespace` ready, the operator watching it; torn down (and its log checked for
     tracebacks) afterwards."""
@@ -125,7 +151,7 @@ def running_operator(
         if time.monotonic() > deadline:
             raise AssertionError(f"no default ServiceAccount in {namespace}")
         time.sleep(0.2)
-    op = OperatorProcess(cluster, namespace, workdir, resync=resync)
+    op = OperatorProcess(cluster, namespace, workdir, resync=resync, env=env)
     op.start()
     try:
         yield op
@@ -133,3 +159,4 @@ def running_operator(
         op.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
     assert not op.tracebacks(), op.tracebacks()[-4000:]
+    assert not op.thread_races(), op.thread_races()[:20]

@@ -213,6 +213,37 @@ class Cluster(ClusterHandle):
         self._await("kubelet", self.paths.kubelet_ready.exists, 30)
         log("local kubelet watching pods")
 
+    # --- faults (chaos tests) ---------------------------------------------------------------
+
+    def stop_component(self, name: str, *, grace: float = 10, kill: bool = False) -> None:
+        """Stop one control-plane process (SIGTERM, or SIGKILL with `kill`), keeping its data; the
+        cluster counts as not running until start_component brings it back."""
+        pid = self.pid(name)
+        if pid is None or not self.process_alive(name):
+            raise ClusterError(f"{name} is not running")
+        processes.terminate_groups([pid], grace=0 if kill else grace)
+        self.state.setdefault("stopped", []).append(name)
+        self._save_state()
+        log(f"stopped {name} (pid {pid}{', SIGKILL' if kill else ''})")
+
+    def start_component(self, name: str, *, timeout: float = 120) -> float:
+        """Start a stopped control-plane process again with its recorded command line; returns the
+        seconds until it was healthy."""
+        probes: dict[str, Callable[[], bool]] = {
+            "etcd": lambda: components.etcd_healthy(self.ports),
+            "kube-apiserver": lambda: components.apiserver_ready(self.ports, self.pki),
+            "kube-controller-manager": lambda: components.component_healthy(self.ports.controller_manager),
+            "kube-scheduler": lambda: components.component_healthy(self.ports.scheduler),
+        }
+        t0 = time.monotonic()
+        self._start(name, self.state["processes"][name]["argv"])
+        self._await(name, probes[name], timeout)
+        self.state["stopped"] = [n for n in self.state.get("stopped", []) if n != name]
+        self._save_state()
+        took = time.monotonic() - t0
+        log(f"{name} healthy again after {took:.1f}s")
+        return took
+
     # --- nodes -------------------------------------------------------------------------------
 
     def managed_nodes(self) -> dict[str, str]:

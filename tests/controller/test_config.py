@@ -16,6 +16,18 @@ def test_reads_environment() -> None:
     assert cfg.metrics_port == 0
 
 
+def test_reads_the_timeouts_and_the_pool_bound() -> None:
+    cfg = load_config(
+        {
+            "SEMIPD_API_TIMEOUT": "10s",
+            "SEMIPD_PROMETHEUS_TIMEOUT": "2s",
+            "SEMIPD_POOL_TIMEOUT": "1m",
+            "SEMIPD_POOL_CONCURRENCY": "16",
+        }
+    )
+    assert (cfg.api_timeout, cfg.prometheus_timeout, cfg.pool_timeout, cfg.pool_concurrency) == (10.0, 2.0, 60.0, 16)
+
+
 @pytest.mark.parametrize(
     ("env", "needle"),
     [
@@ -23,6 +35,9 @@ def test_reads_environment() -> None:
         ({"SEMIPD_RESYNC_INTERVAL": "0s"}, "must be positive"),
         ({"SEMIPD_METRICS_PORT": "http"}, "SEMIPD_METRICS_PORT"),
         ({"SEMIPD_METRICS_PORT": "70000"}, "SEMIPD_METRICS_PORT: .*65535"),
+        ({"SEMIPD_API_TIMEOUT": "0s"}, "SEMIPD_API_TIMEOUT: must be positive"),
+        ({"SEMIPD_POOL_CONCURRENCY": "0"}, "SEMIPD_POOL_CONCURRENCY"),
+        ({"SEMIPD_POOL_CONCURRENCY": "many"}, "SEMIPD_POOL_CONCURRENCY"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], needle: str) -> None:

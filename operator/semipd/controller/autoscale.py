@@ -26,11 +26,12 @@ from semipd.controller import metrics
 from semipd.controller.agents import ready_pod_ips
 from semipd.controller.experts import place_experts
 from semipd.controller.kvplacement import decide_kv_placement, publish_kv_placement
+from semipd.controller.pooltasks import PoolTasks
 from semipd.controller.promsource import choose_source
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
-from semipd.observe.fleet import observe_pool
+from semipd.observe.fleet import fault_reason, observe_pool
 from semipd.observe.kvcache import observe_kv_pools
 from semipd.observe.prometheus import PrometheusSource
 from semipd.policy.kvcache import KVPoolObservation
@@ -135,7 +136,11 @@ def _begin(ctx: Any, namespace: str, name: str) -> PoolEvaluation | None:
         name=name,
         token=pool_token(ctx.token_key, namespace, name, uid),
         source=choose_source(
-            ctx.prometheus, spec.autoscaling.prometheus_url, cfg.prometheus_url, cfg.prometheus_allowed_urls
+            ctx.prometheus,
+            spec.autoscaling.prometheus_url,
+            cfg.prometheus_url,
+            cfg.prometheus_allowed_urls,
+            new=lambda u: PrometheusSource(u, cfg.prometheus_timeout),
         ),
         pods_by_np=by_np,
         ips=ready_pod_ips(pods),
@@ -216,7 +221,7 @@ async def _act(
     view.replicas = dict(result.replicas)
     view.state = result.state
     view.metrics_available = result.metrics_available
-    view.metrics_reason = result.metrics_reason
+    view.metrics_reason = fault_reason(obs.slo) or result.metrics_reason
     view.metrics_message = result.metrics_message + ("; failed switches: " + "; ".join(failed) if failed else "")
     view.slo_met = result.slo_met
     view.slo_message = result.slo_message
@@ -232,21 +237,32 @@ async def _act(
     await publish_kv_placement(ctx, ev.body, view, decided.kv, decided.kv_decision, logger)
 
 
+async def _evaluate(ctx: Any, key: tuple[str, str], logger: logging.Logger) -> None:
+    view = ctx.autoscale.get(key)
+    if view is not None:
+        view.next_due = time.monotonic() + 5.0  # retry delay if this run fails or is cut off
+    try:
+        if await autoscale_once(ctx, key[0], key[1], logger) is not None:
+            ctx.poke(*key)
+        ctx.liveness.evaluation_done(key)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("autoscaling %s/%s failed; retrying next interval", *key)
+
+
 async def autoscale_forever(ctx: Any, logger: logging.Logger) -> None:
-    """Evaluate every InferencePool when its interval is due; poke reconcile to apply and record."""
-    while True:
-        await asyncio.sleep(0.5)
-        for key in sorted(ctx.known_pools):
-            view = ctx.autoscale.get(key)
-            if view is not None and time.monotonic() < view.next_due:
-                continue
-            try:
-                if await autoscale_once(ctx, key[0], key[1], logger) is not None:
-                    ctx.poke(*key)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("autoscaling %s/%s failed; retrying next interval", *key)
+    """Evaluate every InferencePool when its interval is due (pools concurrently, bounded, each with a
+    timeout); poke reconcile to apply and record."""
+    cfg = ctx.config
+    tasks = PoolTasks(lambda key: _evaluate(ctx, key, logger), limit=cfg.pool_concurrency, timeout=cfg.pool_timeout,
+                      logger=logger, what="autoscaling")  # fmt: skip
+    try:
+        while True:
+            await asyncio.sleep(0.5)
+            for key in sorted(ctx.known_pools):
                 view = ctx.autoscale.get(key)
-                if view is not None:
-                    view.next_due = time.monotonic() + 5.0
+                if not tasks.busy(key) and (view is None or time.monotonic() >= view.next_due):
+                    tasks.submit(key)
+    finally:
+        tasks.cancel()

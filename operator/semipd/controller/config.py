@@ -105,8 +105,19 @@ class OperatorConfig(BaseSettings):
     )
     stale_after: Seconds = Field(
         default=300.0,
-        description="Go duration; liveness fails when no reconcile succeeded for this long while pools exist.",
+        description="Go duration; liveness fails when nothing came from the apiserver (watch event or heartbeat) "
+        "for this long, or no reconcile succeeded for this long while pools exist.",
     )
+    api_timeout: Seconds = Field(
+        default=30.0, description="Go duration any one Kubernetes API request (and the heartbeat) may take."
+    )
+    prometheus_timeout: Seconds = Field(
+        default=5.0, description="Go duration one Prometheus query may take (server- and client-side; one retry)."
+    )
+    pool_timeout: Seconds = Field(
+        default=120.0, description="Go duration after which one pool's reconcile or evaluation is abandoned."
+    )
+    pool_concurrency: int = Field(default=8, gt=0, description="Pools reconciled (and evaluated) at the same time.")
     token_key_file: str | None = Field(
         default=None, description="File with the key agent admin tokens are derived from (mounted from a Secret)."
     )

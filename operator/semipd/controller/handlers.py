@@ -3,6 +3,8 @@
 Every handler names the `semipd.io` group explicitly (the Gateway API Inference Extension also has
 a kind called InferencePool). No timers or daemons: they would make Kopf add a finalizer to every
 InferencePool; an operator-wide resync task gives the same level-based guarantee without one.
+Every handler is a coroutine: Kopf runs sync handlers in worker threads, where mutating the watch
+caches (which the loop iterates) or setting an asyncio.Event would race with the event loop.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from semipd.controller.agents import AgentClient
 from semipd.controller.autoscale import autoscale_forever
 from semipd.controller.config import OperatorConfig
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient, new_api_client
+from semipd.controller.liveness import Liveness, heartbeat_forever, known_intervals, list_one_pool
 from semipd.controller.reconcile import OperatorContext, node_info, reconcile, resync_forever
 from semipd.controller.tokens import load_key
 from semipd.desired.names import MANAGED_BY, POOL_LABEL
@@ -69,7 +72,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         configure_settings(settings)
-        api = await new_api_client()
+        api = await new_api_client(config.api_timeout)
         agents = AgentClient()
 
         async def close() -> None:
@@ -90,8 +93,11 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
                 pod_annotations=dict(config.pod_annotations),
             ),
             close=close,
+            liveness=Liveness(stale_after=config.stale_after),
         )
         memo["ctx"] = ctx
+        heartbeat = list_one_pool(api, config.namespaces, config.api_timeout)
+        memo["heartbeat"] = asyncio.create_task(heartbeat_forever(ctx.liveness, heartbeat, config.api_timeout, log))
         memo["resync"] = asyncio.create_task(resync_forever(ctx, log))
         memo["autoscale"] = asyncio.create_task(autoscale_forever(ctx, log))
         metrics.serve(config.metrics_host, config.metrics_port)
@@ -100,11 +106,13 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     async def stop(memo: kopf.Memo, **_: Any) -> None:
         memo["resync"].cancel()
         memo["autoscale"].cancel()
+        memo["heartbeat"].cancel()
         if memo["ctx"].close is not None:
             await memo["ctx"].close()
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    def track_node(event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+    async def track_node(event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
+        memo["ctx"].liveness.saw_api()
         nodes = memo["ctx"].nodes
         if event.get("type") == "DELETED":
             nodes.pop(name, None)
@@ -112,9 +120,10 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             nodes[name] = node_info(dict(body))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def track_pool(
+    async def track_pool(
         event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
     ) -> None:
+        memo["ctx"].liveness.saw_api()
         bodies = memo["ctx"].pool_bodies
         if namespace is None:
             return
@@ -130,8 +139,9 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         registry=registry,
         when=lambda name, **_: name in (GIE_CRD, HTTPROUTE_CRD),
     )
-    def track_gie_crd(event: kopf.RawEvent, name: str, memo: kopf.Memo, **_: Any) -> None:
+    async def track_gie_crd(event: kopf.RawEvent, name: str, memo: kopf.Memo, **_: Any) -> None:
         ctx: OperatorContext = memo["ctx"]
+        ctx.liveness.saw_api()
         installed = event.get("type") != "DELETED"
         flag = "gie_installed" if name == GIE_CRD else "httproute_installed"
         if installed != getattr(ctx, flag):
@@ -142,7 +152,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     for group, version, plural, kind in CHILD_KINDS:
 
         @kopf.on.event(group, version, plural, registry=registry, labels={"app.kubernetes.io/managed-by": MANAGED_BY})
-        def track_child(
+        async def track_child(
             event: kopf.RawEvent,
             body: kopf.Body,
             namespace: str | None,
@@ -153,6 +163,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             **_: Any,
         ) -> None:
             ctx: OperatorContext = memo["ctx"]
+            ctx.liveness.saw_api()
             if namespace is None:
                 return
             if event.get("type") == "DELETED":
@@ -173,11 +184,15 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             await reconcile(memo["ctx"], namespace, name, logger)
 
     @kopf.on.probe(id="lastReconcileAgeSeconds", registry=registry)
-    def reconcile_age(memo: kopf.Memo, **_: Any) -> float:
+    async def reconcile_age(memo: kopf.Memo, **_: Any) -> float:
         ctx: OperatorContext = memo["ctx"]
-        age = time.monotonic() - ctx.last_success
+        now = time.monotonic()
+        age = now - ctx.last_success
+        problems = ctx.liveness.problems(now, known_intervals(ctx.pool_bodies.items()))
         if ctx.known_pools and age > config.stale_after:
-            raise kopf.PermanentError(f"no successful reconcile for {age:.0f}s")
+            problems.append(f"no successful reconcile for {age:.0f}s")
+        if problems:
+            raise kopf.PermanentError("; ".join(problems))
         return round(age, 1)
 
     return registry

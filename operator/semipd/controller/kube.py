@@ -17,17 +17,19 @@ from kubernetes.aio.dynamic.exceptions import ConflictError, NotFoundError
 
 from semipd.api.v1alpha1 import GROUP, PLURAL, VERSION
 from semipd.controller import metrics
+from semipd.controller.apiclient import TimedApiClient
 
 log = logging.getLogger(__name__)
 
 
-async def new_api_client() -> client.ApiClient:
-    """In-cluster credentials inside a pod, else $KUBECONFIG / ~/.kube/config."""
+async def new_api_client(request_timeout: float = 30.0) -> client.ApiClient:
+    """In-cluster credentials inside a pod, else $KUBECONFIG / ~/.kube/config; every request times
+    out after `request_timeout` seconds unless it sets its own."""
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
         await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+    return TimedApiClient(request_timeout)
 
 
 class PoolClient:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, MutableMapping, Sequence
 from urllib.parse import urlsplit
 
-from semipd.observe.prometheus import MetricsError, PrometheusSource, Series
+from semipd.observe.prometheus import NOT_ALLOWED, MetricsError, PrometheusSource, Series
 
 MAX_CLIENTS = 16
 
@@ -25,7 +25,7 @@ class RefusedSource(PrometheusSource):
         self.reason = reason
 
     async def query(self, promql: str) -> list[tuple[Series, float | None]]:
-        raise MetricsError(self.reason)
+        raise MetricsError(self.reason, fault=NOT_ALLOWED)
 
 
 def _parts(url: str) -> tuple[str, str, int | None, str]:

@@ -28,7 +28,9 @@ from semipd.controller.config import OperatorConfig
 from semipd.controller.evaluate import Evaluation, evaluate
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient
 from semipd.controller.kvplacement import label_pods, placement_in_force
+from semipd.controller.liveness import Liveness
 from semipd.controller.plan import UNWATCHED, conflict_message, conflict_with, key_of, plan_children
+from semipd.controller.pooltasks import PoolTasks
 from semipd.controller.rollout import Verdict, pool_health
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
@@ -94,6 +96,7 @@ class OperatorContext:
     pending: set[tuple[str, str]] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     last_success: float = field(default_factory=time.monotonic)
+    liveness: Liveness = field(default_factory=lambda: Liveness(stale_after=300.0))
     close: Callable[[], Any] | None = None
 
     @property
@@ -293,7 +296,18 @@ async def _safe_reconcile(ctx: OperatorContext, key: tuple[str, str], logger: lo
 
 
 async def resync_forever(ctx: OperatorContext, logger: logging.Logger) -> None:
-    """Reconcile pools whose children changed as soon as poked, and every pool each resync interval."""
+    """Reconcile pools whose children changed as soon as poked, and every pool each resync interval;
+    pools run concurrently (bounded, each with a timeout), so one stuck pool holds up no other."""
+    cfg = ctx.config
+    tasks = PoolTasks(lambda key: _safe_reconcile(ctx, key, logger), limit=cfg.pool_concurrency,
+                      timeout=cfg.pool_timeout, logger=logger, what="reconcile")  # fmt: skip
+    try:
+        await _resync_loop(ctx, tasks)
+    finally:
+        tasks.cancel()
+
+
+async def _resync_loop(ctx: OperatorContext, tasks: PoolTasks) -> None:
     deadline = time.monotonic() + ctx.config.resync_interval
     while True:
         with contextlib.suppress(TimeoutError):
@@ -306,4 +320,4 @@ async def resync_forever(ctx: OperatorContext, logger: logging.Logger) -> None:
             batch = set(ctx.pending)
         ctx.pending.clear()
         for key in sorted(batch):
-            await _safe_reconcile(ctx, key, logger)
+            tasks.submit(key)

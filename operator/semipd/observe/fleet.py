@@ -17,8 +17,14 @@ from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.engines import get_driver
 from semipd.engines.promql import MetricSet
-from semipd.observe.prometheus import MetricsError, PrometheusSource, Series
+from semipd.observe.prometheus import FAULTS, MetricsError, PrometheusSource, Series
 from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
+
+
+def fault_reason(obs: Observation) -> str | None:
+    """The MetricsAvailable reason naming why Prometheus gave no usable answer (None when it did)."""
+    head = obs.reason.split(":", 1)[0]
+    return head if not obs.available and head in FAULTS else None
 
 
 def pod_ready(pod: Mapping[str, Any]) -> bool:

@@ -2,7 +2,9 @@
 
 The client is synchronous and has no default timeout, so every call runs via `asyncio.to_thread`
 with a server-side and client-side timeout and a bounded retry, inside `asyncio.wait_for`. One
-client per Prometheus URL, guarded by a lock (its thread-safety is unverified).
+client per Prometheus URL, guarded by a lock (its thread-safety is unverified). Every way an answer
+can fail (no answer in time, refused, an HTTP error, a reply that is not JSON or not an instant
+vector) becomes a MetricsError whose `fault` names it; the caller then holds (fail-static).
 """
 
 from __future__ import annotations
@@ -11,17 +13,66 @@ import asyncio
 import math
 import re
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
-from requests.exceptions import RequestException
+from requests.exceptions import ConnectionError as RequestsConnectionError
+from requests.exceptions import RequestException, RetryError
+from requests.exceptions import Timeout as RequestsTimeout
+from urllib3.exceptions import MaxRetryError, NewConnectionError
+from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util.retry import Retry
+
+TIMEOUT = "PrometheusTimeout"
+UNREACHABLE = "PrometheusUnreachable"
+HTTP_ERROR = "PrometheusHTTPError"
+MALFORMED = "PrometheusMalformedReply"
+WRONG_TYPE = "PrometheusWrongResultType"
+NOT_ALLOWED = "PrometheusURLNotAllowed"
+FAULTS = (TIMEOUT, UNREACHABLE, HTTP_ERROR, MALFORMED, WRONG_TYPE, NOT_ALLOWED)
+"""Condition reasons for a metrics source that did not answer usefully (CamelCase, metav1-style)."""
 
 
 class MetricsError(RuntimeError):
-    """The metrics source could not answer (down, timeout, bad query)."""
+    """The metrics source could not answer (down, timeout, bad query); `fault` is one of FAULTS."""
+
+    def __init__(self, message: str, *, fault: str = UNREACHABLE) -> None:
+        super().__init__(f"{fault}: {message}")
+        self.fault = fault
+
+
+def fault_of(err: BaseException) -> str:
+    """Which fault an exception from the client means."""
+    if isinstance(err, TimeoutError | RequestsTimeout):
+        return TIMEOUT
+    if isinstance(err, RetryError | PrometheusApiClientException):
+        return HTTP_ERROR  # a status outside 2xx (5xx after the retry)
+    if isinstance(err, RequestsConnectionError):
+        # A read timeout that used up the retry surfaces as a ConnectionError around MaxRetryError.
+        inner = err.args[0] if err.args else None
+        reason = inner.reason if isinstance(inner, MaxRetryError) else None
+        # (urllib3's NewConnectionError, a refusal, subclasses its timeout error.)
+        if isinstance(reason, Urllib3TimeoutError) and not isinstance(reason, NewConnectionError):
+            return TIMEOUT
+        return UNREACHABLE
+    if isinstance(err, ValueError | KeyError | TypeError):
+        return MALFORMED  # not JSON, or JSON without data.result
+    return UNREACHABLE
+
+
+def instant_vector(result: Any) -> list[tuple[Series, Any]]:
+    """(labels, raw value) per sample of an instant-vector result; raises MetricsError otherwise."""
+    if not isinstance(result, list):
+        raise MetricsError(f"result is a {type(result).__name__}, not an instant vector", fault=WRONG_TYPE)
+    out = []
+    for item in result:
+        value = item.get("value") if isinstance(item, dict) else None
+        labels = item.get("metric", {}) if isinstance(item, dict) else None
+        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
+            raise MetricsError("result items are not instant-vector samples", fault=WRONG_TYPE)
+        out.append(({str(k): str(v) for k, v in labels.items()}, value[1]))
+    return out
 
 
 Series = dict[str, str]
@@ -58,22 +109,20 @@ class PrometheusSource:
         self._client = PrometheusConnect(url=url, retry=retry, timeout=timeout_s)
         self._lock = threading.Lock()
 
-    def _query(self, promql: str) -> list[dict[str, Any]]:
+    def _query(self, promql: str) -> Any:
         with self._lock:
-            result: list[dict[str, Any]] = self._client.custom_query(
-                promql, params={"timeout": f"{self._timeout:g}s"}, timeout=self._timeout
-            )
-            return result
+            return self._client.custom_query(promql, params={"timeout": f"{self._timeout:g}s"}, timeout=self._timeout)
+
+    def _describe(self, fault: str, err: BaseException) -> str:
+        if fault == TIMEOUT:
+            return f"no answer within {self._timeout:g}s"
+        return failure_summary(err)
 
     async def query(self, promql: str) -> list[tuple[Series, float | None]]:
         """(labels, value) per series of an instant vector; raises MetricsError when Prometheus cannot answer."""
         try:
             result = await asyncio.wait_for(asyncio.to_thread(self._query, promql), timeout=3 * self._timeout)
-        except (TimeoutError, RequestException, PrometheusApiClientException, ValueError) as err:
-            raise MetricsError(f"{self.url}: {failure_summary(err)}") from None
-        out = []
-        for item in result:
-            labels: Mapping[str, str] = item.get("metric", {})
-            value = item.get("value", [None, None])
-            out.append((dict(labels), sample_value(value[1] if len(value) > 1 else None)))
-        return out
+        except (TimeoutError, RequestException, PrometheusApiClientException, ValueError, KeyError, TypeError) as err:
+            fault = fault_of(err)
+            raise MetricsError(f"{self.url}: {self._describe(fault, err)}", fault=fault) from None
+        return [(labels, sample_value(raw)) for labels, raw in instant_vector(result)]

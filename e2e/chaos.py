@@ -1,0 +1,103 @@
+"""Shared pieces of the chaos e2e tests: a one-node-pool simulated pool, its owned objects, an
+operator started for a namespace, and the figures file (`<run dir>/chaos-figures.json`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.harness import wait_until
+from e2e.operator_process import THREAD_RACE_MARKERS, OperatorProcess, install_crds
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class ChaosPool:
+    """One InferencePool (the simulated example, h200 node pool only) in its own namespace."""
+
+    def __init__(self, cluster: Any, namespace: str, name: str) -> None:
+        self.cluster, self.ns, self.name = cluster, namespace, name
+
+    def manifest(self, replicas: int, args: list[str] | None = None) -> dict[str, Any]:
+        doc: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "sim-mixed-gpu-ascend.yaml").read_text())
+        doc["metadata"] = {"name": self.name, "namespace": self.ns}
+        doc["spec"]["engine"]["args"] = args if args is not None else ["--speedup", "50"]
+        doc["spec"]["nodePools"] = doc["spec"]["nodePools"][:1]
+        doc["spec"]["nodePools"][0]["minReplicas"] = replicas
+        return doc
+
+    def apply(self, replicas: int, args: list[str] | None = None) -> None:
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(self.manifest(replicas, args)))
+
+    def get(self, *args: str) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.cluster.kubectl(*args, "-n", self.ns, "-o", "json").stdout)
+        return out
+
+    def pool(self) -> dict[str, Any]:
+        return self.get("get", "inferencepools.semipd.io", self.name)
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        conds = {c["type"]: c for c in (self.pool().get("status") or {}).get("conditions", [])}
+        return conds.get(type_, {})
+
+    def deployment(self) -> dict[str, Any]:
+        return self.get("get", "deployment", f"{self.name}-h200")
+
+    def pods(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.get("get", "pods", "-l", f"semipd.io/pool={self.name}")["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def owned(self) -> list[str]:
+        kinds = "deployments,services,poddisruptionbudgets,secrets"
+        items = self.get("get", kinds, "-l", f"semipd.io/pool={self.name}")["items"]
+        return sorted(f"{i['kind']}/{i['metadata']['name']}" for i in items)
+
+    def expected(self) -> list[str]:
+        n = self.name
+        return sorted([f"Deployment/{n}-h200", f"PodDisruptionBudget/{n}-h200", f"Service/{n}-engines",
+                       f"Secret/{n}-agent-token"])  # fmt: skip
+
+    def ready_replicas(self) -> int:
+        return int((self.deployment().get("status") or {}).get("readyReplicas") or 0)
+
+    def wait_replicas(self, n: int, timeout: float = 120) -> float:
+        t0 = time.monotonic()
+        wait_until(lambda: self.ready_replicas() == n, timeout=timeout, what=f"{n} ready engine replicas")
+        return time.monotonic() - t0
+
+
+@contextlib.contextmanager
+def chaos_operator(
+    cluster: Any, namespace: str, workdir: Path, env: dict[str, str] | None = None
+) -> Iterator[OperatorProcess]:
+    """CRDs, the namespace and an operator watching it; afterwards its log must show no thread races."""
+    install_crds(cluster, gie=False)
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    wait_until(
+        lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode == 0,
+        timeout=30,
+        what="default ServiceAccount",
+    )
+    op = OperatorProcess(cluster, namespace, workdir, resync="3s", env=env)
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    races = [line for line in op.log.read_text().splitlines() if any(m in line for m in THREAD_RACE_MARKERS)]
+    assert not races, races[:20]
+
+
+def record(cluster: Any, name: str, figures: dict[str, float]) -> None:
+    path = cluster.paths.root / "chaos-figures.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = {k: round(v, 2) for k, v in figures.items()}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    print(f"\n[chaos] {name}: {data[name]}")
