@@ -288,7 +288,8 @@ def chart_role_rules() -> set[tuple[str, str, str]]:
          "--set", f"watchNamespaces={{{COLLIDE_NS}}}"],
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout  # fmt: skip
-    (role,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Role"]
+    (role,) = [d for d in yaml.safe_load_all(rendered)
+               if d and d["kind"] == "Role" and d["metadata"]["namespace"] == COLLIDE_NS]  # fmt: skip
     return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
             for v in rule["verbs"]}  # fmt: skip
 
