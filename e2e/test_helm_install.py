@@ -318,7 +318,8 @@ def test_forbidden_actions_are_denied_to_the_operator(cluster: Any, installed: P
                     check=False)  # fmt: skip
     for verb, resource, ns in [
         ("get", "secrets", OTHER_NS), ("list", "secrets", OTHER_NS), ("list", "secrets", POOL_NS),
-        ("get", "secrets", POOL_NS), ("watch", "secrets", POOL_NS), ("delete", "secrets", POOL_NS),
+        ("get", "secrets", POOL_NS), ("watch", "secrets", POOL_NS),
+        ("patch", "secrets", POOL_NS), ("update", "secrets", POOL_NS), ("patch", "secrets", OTHER_NS),
         ("create", "deployments.apps", OTHER_NS), ("list", "inferencepools.semipd.io", OTHER_NS),
         ("delete", "pods", POOL_NS), ("create", "pods", POOL_NS), ("update", "deployments.apps", POOL_NS),
         ("create", "clusterroles.rbac.authorization.k8s.io", None), ("patch", "nodes", None),
@@ -326,7 +327,7 @@ def test_forbidden_actions_are_denied_to_the_operator(cluster: Any, installed: P
     ]:  # fmt: skip
         assert not can_i(cluster, verb, resource, ns), f"{SA} may {verb} {resource} in {ns}"
     for verb, resource, ns in [
-        ("create", "secrets", POOL_NS), ("patch", "secrets", POOL_NS), ("list", "inferencepools.semipd.io", POOL_NS),
+        ("create", "secrets", POOL_NS), ("list", "inferencepools.semipd.io", POOL_NS),
         ("patch", "inferencepools.semipd.io/status", POOL_NS), ("list", "nodes", None), ("create", "events", POOL_NS),
     ]:  # fmt: skip
         assert can_i(cluster, verb, resource, ns), f"{SA} may not {verb} {resource} in {ns}"

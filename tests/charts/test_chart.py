@@ -102,11 +102,13 @@ def test_default_render_is_valid_kubernetes(render: Render) -> None:
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(
         ["ServiceAccount", "Secret", "ConfigMap", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-         "Service", "Deployment"]
+         "Service", "Deployment", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     )  # fmt: skip
+    cluster_scoped = ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding")  # fmt: skip
     for o in objs:
         kubernetes_validate.validate(o, KUBE_VERSION.rsplit(".", 1)[0], strict=True)
-        if o["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        if o["kind"] not in cluster_scoped:
             assert o["metadata"]["namespace"] == "ops", o["kind"]
     assert "0.0.0.0" not in json.dumps(objs)
 
@@ -127,8 +129,8 @@ def test_rbac_has_exact_verbs_and_no_wildcards(render: Render) -> None:
     text = json.dumps(role["rules"])
     assert "*" not in text
     got = rules_of(role)
-    # Secrets: write-only (tokens are derived from the key, never read back).
-    assert got[("", "secrets")] == {"create", "patch"}
+    # Secrets: create-only (a patch response would hand back any Secret's data).
+    assert got[("", "secrets")] == {"create", "delete"}  # delete: our own, replaced after a key rotation
     assert got[("", "pods")] == {"list", "watch", "patch"}  # patch: the context-length-range label only
     assert got[("", "events")] == {"create"}
     assert got[("semipd.io", "inferencepools/status")] == {"patch"}
@@ -157,6 +159,7 @@ def required_rules() -> dict[Rule, set[str]]:
     }
     plural_of = {kind: (group, plural) for group, _, plural, kind in CHILD_KINDS}
     plural_of["v1/Secret"] = ("", "secrets")
+    need[("", "secrets")] = {"delete"}  # reconcile._check_owner replaces our token Secret after a key rotation
     for kind in plural_of.values():
         if kind != ("", "secrets"):
             need.setdefault(kind, set()).update({"list", "watch"})  # track_child watch caches
@@ -172,9 +175,9 @@ def required_rules() -> dict[Rule, set[str]]:
     for child in children:
         key = f"{child['apiVersion']}/{child['kind']}"
         rule = plural_of[key]
-        need.setdefault(rule, set()).update({"create", "patch"})  # server-side apply creates or patches
+        need.setdefault(rule, set()).add("create")  # the first write is a create (never an apply onto a stranger)
         if key not in UNWATCHED:
-            need[rule].add("delete")  # pruned when no longer wanted
+            need[rule].update({"patch", "delete"})  # server-side apply of what is ours; pruned when no longer wanted
     return need
 
 

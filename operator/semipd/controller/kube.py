@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from kubernetes.aio import client, config
 from kubernetes.aio.dynamic import DynamicClient
-from kubernetes.aio.dynamic.exceptions import NotFoundError
+from kubernetes.aio.dynamic.exceptions import ConflictError, NotFoundError
 
 from semipd.api.v1alpha1 import GROUP, PLURAL, VERSION
 from semipd.controller import metrics
@@ -88,6 +88,37 @@ class ChildClient:
             resource, body=body, field_manager=self._field_manager + manager_suffix, force_conflicts=True
         )
         return cast(dict[str, Any], live.to_dict())
+
+    async def create(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Create `body`; None when an object of that name already exists (a 409 carries none of its data).
+
+        The first write of an object goes through here, not through apply: an apply would merge
+        into whatever already sits under that name."""
+        resource = await self._resource(body["apiVersion"], body["kind"])
+        metrics.API_REQUESTS.labels(verb="create", kind=body["kind"]).inc()
+        assert self._dynamic is not None
+        try:
+            live = await self._dynamic.create(  # type: ignore[no-untyped-call]
+                resource, body=body, namespace=body["metadata"]["namespace"], field_manager=self._field_manager
+            )
+        except ConflictError:
+            return None
+        return cast(dict[str, Any], live.to_dict())
+
+    async def find(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """An object of a watched kind by name, whoever made it (list with a field selector: the list verb)."""
+        resource = await self._resource(api_version, kind)
+        metrics.API_REQUESTS.labels(verb="list", kind=kind).inc()
+        assert self._dynamic is not None
+        found = await self._dynamic.get(  # type: ignore[no-untyped-call]
+            resource, namespace=namespace, field_selector=f"metadata.name={name}"
+        )
+        items = found.to_dict().get("items") or []
+        if not items:
+            return None
+        item = cast(dict[str, Any], items[0])
+        item.setdefault("kind", kind)
+        return item
 
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """One object of a kind the operator does not watch, or None if it does not exist."""

@@ -9,11 +9,12 @@ longer wanted, and writes status only when it changed. An invalid spec never tou
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,12 +29,13 @@ from semipd.controller.evaluate import Evaluation, evaluate
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient
 from semipd.controller.kvplacement import label_pods, placement_in_force
 from semipd.controller.liveness import Liveness
-from semipd.controller.plan import UNWATCHED, key_of, plan_children
+from semipd.controller.plan import UNWATCHED, conflict_message, conflict_with, key_of, plan_children
 from semipd.controller.pooltasks import PoolTasks
-from semipd.controller.rollout import pool_health
+from semipd.controller.rollout import Verdict, pool_health
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
+from semipd.desired.children import TOKEN_KEY
 from semipd.desired.owner import Owner
 from semipd.desired.pool import desired_children
 from semipd.desired.workload import (
@@ -42,6 +44,7 @@ from semipd.desired.workload import (
     desired_replicas,
     intent_digest,
     replicas_handover,
+    token_hash,
 )
 from semipd.engines import DriverError, get_driver
 from semipd.observe.prometheus import PrometheusSource
@@ -173,18 +176,61 @@ async def _hand_over_replicas(ctx: OperatorContext, namespace: str, name: str, s
             ctx.cache.put(DEPLOYMENT, await ctx.children.apply(intent, manager_suffix=REPLICAS_HANDOVER_SUFFIX))
 
 
-async def _converge(ctx: OperatorContext, body: dict[str, Any], owner: Owner, desired: list[dict[str, Any]]) -> None:
+def _stale_token(intent: dict[str, Any], deployments: list[dict[str, Any]]) -> bool:
+    """Our Deployments' pods were rolled out with another token than `intent` carries (the key was rotated)."""
+    token = base64.b64decode(intent["data"][TOKEN_KEY]).decode()
+    have = {((d.get("spec") or {}).get("template") or {}).get("metadata", {}).get("annotations", {}).get(
+        names.TOKEN_HASH_ANNOTATION) for d in deployments}  # fmt: skip
+    return bool(have - {token_hash(token)})
+
+
+async def _check_owner(ctx: OperatorContext, owner: Owner, intent: dict[str, Any]) -> tuple[bool, str | None]:
+    """(exists, conflict) for the object `intent` names, writing nothing to an existing object.
+
+    Unwatched kinds (Secrets) are create-only, so for them the check is the create: a 409 means
+    ours only if this pool already has a Deployment of ours (those are created after the Secret).
+    If those Deployments run another token (a rotated key), our Secret is replaced: delete, create."""
+    key = key_of(intent)
+    if key[0] in UNWATCHED:
+        if await ctx.children.create(intent) is not None:
+            return True, None
+        deployments = [body for _, body in ctx.cache.owned_by(owner.uid, DEPLOYMENT)]
+        if not deployments:
+            return True, conflict_message(f"{intent['kind']} {key[1]}/{key[2]}", owner.name, adoptable=False)
+        if _stale_token(intent, deployments):
+            await ctx.children.delete(intent["apiVersion"], intent["kind"], key[1], key[2])
+            await ctx.children.create(intent)
+        return True, None
+    live = ctx.cache.get(*key)
+    if live is None:
+        api_version, _, kind = key[0].rpartition("/")
+        live = await ctx.children.find(api_version, kind, key[1], key[2])
+    return live is not None, conflict_with(live, owner.uid, owner.name)
+
+
+async def _converge(
+    ctx: OperatorContext, body: dict[str, Any], owner: Owner, desired: list[dict[str, Any]]
+) -> list[str]:
+    """Apply and prune; returns the conflicts (objects left untouched). With a conflict nothing else is written."""
     owned = [k for k, _ in ctx.cache.owned_by(owner.uid)]
     plan = plan_children(desired, ctx.cache.objects, owned, ctx.applied_digests)
     started = now_rfc3339()
-    for intent in plan.apply:
+    checked = [(intent, *await _check_owner(ctx, owner, intent)) for intent in plan.apply]
+    conflicts = [conflict for _, _, conflict in checked if conflict]
+    if conflicts:
+        return conflicts
+    for intent, exists, _ in checked:
         key = key_of(intent)
-        cached = ctx.cache.get(*key) if key[0] not in UNWATCHED else None
-        live = await ctx.children.apply(intent)
         ctx.applied_digests[key] = intent_digest(intent)
-        if key[0] not in UNWATCHED:
-            ctx.cache.put(key[0], live)
-        verb = _what_changed(cached, live, started, ctx.config.field_manager)
+        if key[0] in UNWATCHED:
+            continue
+        cached = ctx.cache.get(*key)
+        # The first write is a create: an apply would merge into an object made meanwhile under that name.
+        live = await ctx.children.apply(intent) if exists else await ctx.children.create(intent)
+        if live is None:
+            continue  # created by someone else since the check: the next reconcile reports it
+        ctx.cache.put(key[0], live)
+        verb = "created" if not exists else _what_changed(cached, live, started, ctx.config.field_manager)
         if verb:
             await ctx.events.post(body, "Normal", "Applied", f"{intent['kind']} {key[2]} {verb}")
     for kind, namespace, name in plan.prune:
@@ -192,6 +238,7 @@ async def _converge(ctx: OperatorContext, body: dict[str, Any], owner: Owner, de
         await ctx.children.delete(api_version, k, namespace, name)
         ctx.cache.drop(kind, namespace, name)
         await ctx.events.post(body, "Normal", "Pruned", f"{k} {name} deleted: no longer in the spec")
+    return []
 
 
 async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Logger) -> None:
@@ -224,7 +271,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
             else:
                 if spec.autoscaling.mode == AutoscalingMode.EXTERNAL:
                     await _hand_over_replicas(ctx, namespace, name, spec)
-                await _converge(ctx, body, owner, desired)
+                conflicts = await _converge(ctx, body, owner, desired)
                 kv_cache = placement_in_force(ctx.autoscale.get((namespace, name)), body.get("status"))
                 await label_pods(ctx, namespace, name, kv_cache, logger)
                 pods = ctx.cache.labelled(POD, namespace, {names.POOL_LABEL: name})
@@ -239,6 +286,8 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                     for np in spec.node_pools
                 }
                 health = pool_health(spec, name, deployments, pods, splits, supported)
+                if conflicts:
+                    health = replace(health, degraded=Verdict(True, "Conflict", "; ".join(conflicts)))
                 result = evaluate(
                     *args,
                     ctx.capabilities_of,
