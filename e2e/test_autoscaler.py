@@ -21,6 +21,7 @@ import yaml
 from e2e.fleet_load import LoadDriver, PoissonArrivals
 from e2e.harness import wait_until
 from e2e.operator_process import OperatorProcess, running_operator
+from e2e.poolstatus import condition, get_pool, pool_decisions
 
 pytestmark = pytest.mark.e2e
 
@@ -57,18 +58,11 @@ def rate(load: LoadDriver, per_second: float) -> None:
 
 
 def pool(cluster: Any) -> dict[str, Any]:
-    out = cluster.kubectl("get", "inferencepools.semipd.io", POOL, "-n", NS, "-o", "json").stdout
-    doc: dict[str, Any] = json.loads(out)
-    return doc
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}.get(type_, {})
+    return get_pool(cluster, NS, POOL)
 
 
 def decisions(cluster: Any, action: str | None = None) -> list[dict[str, Any]]:
-    out = (pool(cluster).get("status") or {}).get("decisions") or []
-    return [d for d in out if action is None or d["action"] == action]
+    return pool_decisions(pool(cluster), action)
 
 
 def ready_replicas(cluster: Any) -> dict[str, int]:

@@ -22,6 +22,7 @@ import yaml
 from e2e.fleet_load import LoadDriver, PoissonArrivals
 from e2e.harness import wait_until
 from e2e.operator_process import OperatorProcess, running_operator
+from e2e.poolstatus import pool_decisions
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +74,7 @@ def status_of(cluster: Any) -> dict[str, Any]:
 
 
 def decisions(cluster: Any, action: str) -> list[dict[str, Any]]:
-    return [d for d in (pool(cluster).get("status") or {}).get("decisions") or [] if d["action"] == action]
+    return pool_decisions(pool(cluster), action)
 
 
 def replica_sets(cluster: Any) -> set[str]:

@@ -25,6 +25,7 @@ from e2e.fleet_load import LoadDriver, PoissonArrivals
 from e2e.harness import wait_until
 from e2e.harness.realengine import make_tiny_model, require_vllm_python
 from e2e.operator_process import running_operator
+from e2e.poolstatus import condition, get_pool, pool_decisions
 
 # A CPU vLLM start takes 1-4 minutes on a busy 2-core machine, twice in this module.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
@@ -72,17 +73,11 @@ def manifest(model_dir: Path, venv_bin: Path) -> dict[str, Any]:
 
 
 def pool(cluster: Any) -> dict[str, Any]:
-    out = cluster.kubectl("get", "inferencepools.semipd.io", POOL, "-n", NS, "-o", "json").stdout
-    doc: dict[str, Any] = json.loads(out)
-    return doc
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}.get(type_, {})
+    return get_pool(cluster, NS, POOL)
 
 
 def decisions(cluster: Any, action: str) -> list[dict[str, Any]]:
-    return [d for d in (pool(cluster).get("status") or {}).get("decisions") or [] if d["action"] == action]
+    return pool_decisions(pool(cluster), action)
 
 
 def ready_replicas(cluster: Any) -> int:

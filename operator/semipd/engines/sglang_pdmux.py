@@ -12,7 +12,7 @@ Metric names and buckets are SGLang 0.5.23's (sglang/srt/observability/metrics_c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from semipd.agent import pdmux
@@ -20,7 +20,7 @@ from semipd.agent.drivers import has_flag
 from semipd.agent.split import Split
 from semipd.engines import k8s
 from semipd.engines.base import POD_IP, DriverError, EngineContext, EngineDriver, model_location
-from semipd.engines.promql import MetricSet
+from semipd.engines.sglang import SGLANG_044_METRICS
 from semipd.perf import HARDWARE
 from semipd.perf.resolve import hardware_profile
 
@@ -36,23 +36,12 @@ E2E_BUCKETS = (
     600.0, 1200.0, 1800.0, 2400.0,
 )  # fmt: skip
 
-SGLANG_05_METRICS = MetricSet(
-    ttft="sglang:time_to_first_token_seconds",
-    itl="sglang:inter_token_latency_seconds",
-    e2e="sglang:e2e_request_latency_seconds",
-    running="sglang:num_running_reqs",
-    waiting="sglang:num_queue_reqs",
-    kv_usage="sglang:token_usage",
-    prompt_tokens="sglang:prompt_tokens_total",
-    generation_tokens="sglang:generation_tokens_total",
+SGLANG_05_METRICS = replace(
+    SGLANG_044_METRICS,  # same series names; 0.5 changed the bucket edges and added the prompt histogram
     ttft_buckets=TTFT_BUCKETS,
     itl_buckets=ITL_BUCKETS,
     e2e_buckets=E2E_BUCKETS,
-    extra={
-        "requests_total": "sglang:num_requests_total",
-        "cached_tokens": "sglang:cached_tokens_total",
-        "prompt_tokens_histogram": "sglang:prompt_tokens_histogram",
-    },
+    extra={**SGLANG_044_METRICS.extra, "prompt_tokens_histogram": "sglang:prompt_tokens_histogram"},
 )
 
 COMPUTE_CAPABILITY = {"a100": "8.0", "a100-40gb": "8.0", "h100": "9.0", "h200": "9.0", "h20": "9.0"}
