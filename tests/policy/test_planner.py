@@ -453,16 +453,32 @@ def test_a_persistent_breach_the_model_cannot_explain_adds_one_replica() -> None
 
 def test_external_mode_moves_splits_but_never_replicas() -> None:
     """autoscaling.mode external: an HPA or KEDA owns replicas; splits still follow the SLO."""
-    breach = observe([pod("p0", 13.0, (50, 100))])
-    ext = plan(spec(autoscaling__mode="external"), breach, ControllerState(), {"h200": 3, "ascend": 0}, POOLS)
-    (change,) = ext.splits
-    assert change.prefill_percent > 50
-    assert ext.replicas == {"h200": 3, "ascend": 0}
-    assert not [d for d in ext.decisions if d.action not in ("SplitChange",)]
+    # The same split decisions as the semipd mode, evaluation after evaluation, and no replica decision.
+    runs: dict[str, list[tuple[str, int, int]]] = {}
+    for mode in ("semipd", "external"):
+        state, changes = ControllerState(), []
+        for t in (0.0, 30.0, 60.0, 90.0):
+            ext = plan(spec(autoscaling__mode=mode), observe([pod("p0", 13.0, (50, 100))], t=t), state,
+                       {"h200": 3, "ascend": 0}, POOLS)  # fmt: skip
+            state = ext.state
+            changes += [(c.pod, c.prefill_percent, c.decode_percent) for c in ext.splits]
+            if mode == "external":
+                assert ext.replicas == {"h200": 3, "ascend": 0}
+                assert not [d for d in ext.decisions if d.action in ("ScaleOut", "ScaleIn")]
+        runs[mode] = changes
+    assert runs["external"] == runs["semipd"]
+    assert runs["external"], "a TTFT breach moves the split in external mode too"
+    assert runs["external"][0][1] > 50
     # Overload that the semipd mode answers with more replicas: external mode leaves them to the HPA.
-    hot = observe([pod("p0", 40.0, (90, 100))])
-    assert sum(plan(spec(), hot, ControllerState(), CURRENT, POOLS).replicas.values()) > 1
-    assert plan(spec(autoscaling__mode="external"), hot, ControllerState(), CURRENT, POOLS).replicas == CURRENT
+    peak: dict[str, int] = {}
+    for mode in ("semipd", "external"):
+        state, current = ControllerState(), dict(CURRENT)
+        for t in (0.0, 30.0, 60.0, 90.0, 120.0):
+            hot = plan(spec(autoscaling__mode=mode), observe([pod("p0", 40.0, (90, 100))], t=t), state, current, POOLS)
+            state, current = hot.state, dict(hot.replicas)
+        peak[mode] = sum(current.values())
+    assert peak["semipd"] > sum(CURRENT.values())
+    assert peak["external"] == sum(CURRENT.values())
     # Unschedulable pods: no fallback into another pool either.
     pods = [pod(f"a{i}", 3.0, (50, 100), pool="ascend") for i in range(2)] + [pod("h0", 3.0)]
     pending = {"ascend": {"pending_unschedulable": 2, "unschedulable_since": 900.0}}
