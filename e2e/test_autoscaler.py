@@ -28,6 +28,7 @@ pytestmark = pytest.mark.e2e
 NS = "autoscale-e2e"
 POOL = "auto"
 INTERVAL = 5.0
+WINDOW_S = 15.0
 SLICE_S = 2.0
 RESULTS_LOG = Path("/tmp") / "semipd-autoscale-e2e-results.json"
 
@@ -45,8 +46,11 @@ MANIFEST = {
              "tolerations": [{"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}],
              "minReplicas": 0, "maxReplicas": 10, "costPerHour": 1},
         ],
-        "semiPD": {"initialPrefillPercent": 30, "minPrefillPercent": 20, "maxPrefillPercent": 90, "stepPercent": 20},
-        "slo": {"ttftP99": "1s", "itlP99": "60ms", "window": "15s"},
+        # Decode pinned at 100 %: these tests are about the replica lever and its order after the
+        # prefill share; the joint prefill/decode choice is covered by tests/policy and the simulator.
+        "semiPD": {"initialPrefillPercent": 30, "minPrefillPercent": 20, "maxPrefillPercent": 90, "stepPercent": 20,
+                   "minDecodePercent": 100, "maxDecodePercent": 100},
+        "slo": {"ttftP99": "1s", "itlP99": "60ms", "window": f"{WINDOW_S:.0f}s"},
         "autoscaling": {"interval": f"{INTERVAL:.0f}s", "scaleDownStabilization": "40s", "pendingTimeout": "20s"},
     },
 }  # fmt: skip
@@ -108,7 +112,10 @@ def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[Oper
         timeout=60,
         what="a split change for the TTFT breach",
     )
-    assert split - breach <= 2 * INTERVAL + 3.0, f"split applied {split - breach:.1f}s after the breach showed"
+    # A pod's first samples are trusted after one window (WINDOW_S); then the next evaluation acts.
+    assert split - breach <= WINDOW_S + 2 * INTERVAL + 3.0, (
+        f"split applied {split - breach:.1f}s after the breach showed"
+    )
     wait_until(
         lambda: (t := observed_ttft(cluster)) is not None and t < 1.0, timeout=120, what="p99 TTFT back under the SLO"
     )
@@ -125,7 +132,9 @@ def test_more_load_scales_out_into_the_cheaper_pool(cluster: Any, fleet: tuple[O
     rate(load, 15.0)
     outs = wait_until(lambda: decisions(cluster, "ScaleOut"), timeout=120, what="a scale-out decision")
     assert outs[0]["nodePool"] == "ascend", outs
-    assert float(outs[0]["details"]["costPerCapacity"]) > 0
+    assert int(outs[0]["details"]["added"]) >= 1
+    if outs[0]["reason"] == "SLOCapacityShort":  # model-sized: the pool was chosen by cost per capacity
+        assert float(outs[0]["details"]["costPerCapacity"]) > 0
     wait_until(lambda: ready_replicas(cluster).get("ascend", 0) >= 1, timeout=120, what="an Ascend replica Ready")
     assert load.failures() == []
 
@@ -181,7 +190,7 @@ def test_prometheus_outage_fails_static_and_recovers(cluster: Any, fleet: tuple[
             timeout=6 * INTERVAL,
             what="MetricsAvailable=False",
         )
-        assert cond["reason"] == "MetricsUnavailable"
+        assert cond["reason"] in ("PrometheusUnreachable", "PrometheusTimeout"), cond  # the fault, named
         count, replicas = len(decisions(cluster)), ready_replicas(cluster)
         time.sleep(3 * INTERVAL)
         assert len(decisions(cluster)) == count, "the autoscaler acted without metrics"
