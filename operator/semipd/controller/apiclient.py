@@ -30,3 +30,8 @@ class TimedApiClient(client.ApiClient):
     ) -> Any:
         timeout = _request_timeout if _request_timeout is not None else self.request_timeout
         return await super().call_api(method, url, header_params, body, post_params, timeout, _preload_content)
+
+
+def client_closed(err: BaseException) -> bool:
+    """The API client's HTTP session was closed under a running call: the operator is stopping."""
+    return isinstance(err, RuntimeError) and "Session is closed" in str(err)

@@ -24,6 +24,7 @@ from semipd.api.v1alpha1 import Decision as StatusDecision
 from semipd.context import PoolFacts, pool_facts
 from semipd.controller import metrics
 from semipd.controller.agents import ready_pod_ips
+from semipd.controller.apiclient import client_closed
 from semipd.controller.experts import place_experts
 from semipd.controller.kvplacement import decide_kv_placement, publish_kv_placement
 from semipd.controller.pooltasks import PoolTasks
@@ -247,7 +248,10 @@ async def _evaluate(ctx: Any, key: tuple[str, str], logger: logging.Logger) -> N
         ctx.liveness.evaluation_done(key)
     except asyncio.CancelledError:
         raise
-    except Exception:
+    except Exception as err:
+        if client_closed(err):  # shutdown, not a failure
+            logger.info("autoscaling %s/%s cut short: the operator is stopping", *key)
+            return
         logger.exception("autoscaling %s/%s failed; retrying next interval", *key)
 
 

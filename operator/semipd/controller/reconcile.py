@@ -23,6 +23,7 @@ from semipd.api.v1alpha1 import AutoscalingMode, ConditionStatus, InferencePoolS
 from semipd.controller import conditions as c
 from semipd.controller import metrics
 from semipd.controller.agents import AgentClient, ready_pod_ips
+from semipd.controller.apiclient import client_closed
 from semipd.controller.cache import Key, ObjectCache
 from semipd.controller.config import OperatorConfig
 from semipd.controller.evaluate import Evaluation, evaluate
@@ -311,7 +312,10 @@ async def _safe_reconcile(ctx: OperatorContext, key: tuple[str, str], logger: lo
         await reconcile(ctx, key[0], key[1], logger)
     except asyncio.CancelledError:
         raise
-    except Exception:
+    except Exception as err:
+        if client_closed(err):  # shutdown, not a failure: the next process reconciles from scratch
+            logger.info("reconcile of %s/%s cut short: the operator is stopping", *key)
+            return
         metrics.RECONCILES.labels(result="error").inc()
         logger.exception("reconcile of %s/%s failed; retrying on the next trigger", *key)
 
