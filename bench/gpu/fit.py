@@ -1,6 +1,6 @@
 """Fits the simulator's contention parameters to measured step latencies (pure numpy, no torch).
 
-The model is the one in ../shared/reference/contention.md, restated in bench/gpu/README.md:
+The model is the one in docs/latency-model.md (contention), restated in bench/gpu/README.md:
 - alone at SM share s, a phase runs at speed g(s, k) = s / (s + k(1 - s)) of its whole-GPU speed;
 - co-running with the other phase at share o, it runs at v = g(s, k) * (1 - eps * o).
 k is fitted per phase by least squares on the standalone speeds, eps on the co-run speeds given those k.

