@@ -44,18 +44,25 @@ MEM_FRACTION_STATIC = "0.85"
 """Semi-PD README's launch value (the fork multiplies the default by 0.9 in semi-PD mode)."""
 
 
+def launch_server_args(ctx: EngineContext) -> list[str]:
+    """`sglang.launch_server` with what every SGLang flavour is told: model, name, address, TP, context, memory."""
+    return [
+        "python3", "-m", "sglang.launch_server",
+        "--model-path", model_location(ctx.model),
+        "--served-model-name", ctx.model.name,
+        "--host", POD_IP,
+        "--port", str(ctx.http_port),
+        "--tp", str(ctx.tp),
+        "--context-length", str(ctx.model.max_context_length),
+        "--mem-fraction-static", MEM_FRACTION_STATIC,
+    ]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SglangSemiPdDriver(EngineDriver):
     def engine_command(self, ctx: EngineContext) -> list[str]:
         return [
-            "python3", "-m", "sglang.launch_server",
-            "--model-path", model_location(ctx.model),
-            "--served-model-name", ctx.model.name,
-            "--host", POD_IP,
-            "--port", str(ctx.http_port),
-            "--tp", str(ctx.tp),
-            "--context-length", str(ctx.model.max_context_length),
-            "--mem-fraction-static", MEM_FRACTION_STATIC,
+            *launch_server_args(ctx),
             "--disable-radix-cache",  # forced by --enable-semi-pd anyway
             "--enable-metrics",
             "--enable-semi-pd",

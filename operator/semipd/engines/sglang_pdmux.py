@@ -19,8 +19,8 @@ from semipd.agent import pdmux
 from semipd.agent.drivers import has_flag
 from semipd.agent.split import Split
 from semipd.engines import k8s
-from semipd.engines.base import POD_IP, DriverError, EngineContext, EngineDriver, model_location
-from semipd.engines.sglang import SGLANG_044_METRICS
+from semipd.engines.base import DriverError, EngineContext, EngineDriver
+from semipd.engines.sglang import SGLANG_044_METRICS, launch_server_args
 from semipd.perf import HARDWARE
 from semipd.perf.resolve import hardware_profile
 
@@ -46,7 +46,6 @@ SGLANG_05_METRICS = replace(
 
 COMPUTE_CAPABILITY = {"a100": "8.0", "a100-40gb": "8.0", "h100": "9.0", "h200": "9.0", "h20": "9.0"}
 """Compute capability per NVIDIA hardware profile (NVIDIA CUDA GPUs table)."""
-MEM_FRACTION_STATIC = "0.85"
 PDMUX_FLAGS = ("--enable-pdmux", "--chunked-prefill-size", "-1", "--disable-overlap-schedule")
 CONFLICTING_FLAGS = (
     "--chunked-prefill-size",
@@ -92,18 +91,7 @@ class SglangPdmuxDriver(EngineDriver):
             raise DriverError(f"node pool {ctx.node_pool.name}: {e}") from e
 
     def engine_command(self, ctx: EngineContext) -> list[str]:
-        cmd = [
-            "python3", "-m", "sglang.launch_server",
-            "--model-path", model_location(ctx.model),
-            "--served-model-name", ctx.model.name,
-            "--host", POD_IP,
-            "--port", str(ctx.http_port),
-            "--tp", str(ctx.tp),
-            "--context-length", str(ctx.model.max_context_length),
-            "--mem-fraction-static", MEM_FRACTION_STATIC,
-            "--enable-metrics",
-            *PDMUX_FLAGS,
-        ]  # fmt: skip
+        cmd = [*launch_server_args(ctx), "--enable-metrics", *PDMUX_FLAGS]
         if ctx.node_pool.kv_cache_tokens is not None:
             cmd += ["--max-total-tokens", str(ctx.node_pool.kv_cache_tokens)]
         return cmd
