@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from semipd.perf.contention import share_speed
+
 Phase = Literal["prefill", "decode"]
 PHASES: tuple[Phase, Phase] = ("prefill", "decode")
 K_MAX = 10.0
@@ -22,9 +24,8 @@ K_MAX = 10.0
 
 
 def standalone_speed(share: float | np.ndarray, k: float) -> Any:
-    """g(s, k): speed alone at SM share s, relative to alone on the whole GPU."""
-    s = np.asarray(share, dtype=float)
-    return s / (s + k * (1.0 - s))
+    """g(s, k): speed alone at SM share s, relative to alone on the whole GPU (the simulator's own form)."""
+    return share_speed(np.asarray(share, dtype=float), k)  # type: ignore[arg-type]  # elementwise on arrays
 
 
 def corun_speed(share: float | np.ndarray, other_share: float | np.ndarray, k: float, eps: float) -> Any:
