@@ -80,6 +80,11 @@ def observed_ttft(cluster: Any) -> float | None:
     return float(text[:-2]) / 1000 if text.endswith("ms") else float(text[:-1])
 
 
+def prefill_percents(cluster: Any) -> list[int]:
+    """The prefill share each pod reports now (what the agent applied, not what was decided)."""
+    return [s["prefillPercent"] for p in (pool(cluster).get("status") or {}).get("nodePools", []) for s in p["splits"]]
+
+
 def ascend_nodes(cluster: Any) -> list[str]:
     nodes = cluster.core().list_node(label_selector="semipd.io/accelerator=ascend").items
     return [n.metadata.name for n in nodes]
@@ -116,14 +121,16 @@ def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[Oper
     assert split - breach <= WINDOW_S + 2 * INTERVAL + 3.0, (
         f"split applied {split - breach:.1f}s after the breach showed"
     )
+    # The pool's p99 can dip under the SLO by noise before the swap lands, so wait for both: the
+    # applied (reported) split has more prefill, and TTFT is under the SLO with it.
     wait_until(
-        lambda: (t := observed_ttft(cluster)) is not None and t < 1.0, timeout=120, what="p99 TTFT back under the SLO"
+        lambda: (p := prefill_percents(cluster)) and all(x > 30 for x in p)
+        and (t := observed_ttft(cluster)) is not None and t < 1.0,
+        timeout=120,
+        what="a larger prefill share applied and p99 TTFT back under the SLO",
     )
     assert decisions(cluster, "ScaleOut") == []
     assert ready_replicas(cluster) == {"h200": 1, "ascend": 0}
-    prefill = [s["prefillPercent"] for p in pool(cluster)["status"]["nodePools"] for s in p["splits"]]
-    assert prefill
-    assert all(p > 30 for p in prefill)
     assert load.failures() == []
 
 
