@@ -124,8 +124,12 @@ def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[Oper
     # The pool's p99 can dip under the SLO by noise before the swap lands, so wait for both: the
     # applied (reported) split has more prefill, and TTFT is under the SLO with it.
     wait_until(
-        lambda: (p := prefill_percents(cluster)) and all(x > 30 for x in p)
-        and (t := observed_ttft(cluster)) is not None and t < 1.0,
+        lambda: (
+            (p := prefill_percents(cluster))
+            and all(x > 30 for x in p)
+            and (t := observed_ttft(cluster)) is not None
+            and t < 1.0
+        ),
         timeout=120,
         what="a larger prefill share applied and p99 TTFT back under the SLO",
     )
