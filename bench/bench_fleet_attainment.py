@@ -48,10 +48,13 @@ RATES = {
 MAX_REQUESTS = {"azure-conv": 2500, "azure-code": 1200, "mooncake": 500}
 """Shorter windows than the full traces keep the benchmark sane on 2 shared cores."""
 TARGET = 0.9
-STATIC_SPLITS = ((100, 100), (100, 70), (100, 50))
+STATIC_SPLITS = ((100, 100), (100, 70), (100, 50), (100, 40), (90, 40))
 DISAGG = ((4, 4), (5, 3), (6, 2))
-SLO_AWARE = ("ours", "semipd-paper", "semipd-code", "dynamo-planner", "hpa-queue")
-GRID_SLO_AWARE = ("ours", "semipd-paper", "semipd-code")
+SLO_AWARE = ("ours", "ours-start-80-100", "semipd-paper", "semipd-code", "dynamo-planner", "hpa-queue")
+GRID_SLO_AWARE = ("ours", "ours-start-80-100", "semipd-paper", "semipd-code")
+SEMIPD_START = (80, 100)
+"""Semi-PD's published start split: its two controllers start there, and so does `ours-start-80-100`
+(ours from the same start, to show what the product's default start (100, 50) is worth)."""
 """Run on the rate grid at both scales; the replica scalers (Dynamo-style, HPA) run on the day trace."""
 FIXED = (
     "vllm-chunked",
@@ -95,10 +98,11 @@ def build(run: Run, prefix: bool) -> tuple[FleetSetup, Controller]:
     ttft = common.ttft_slo(tr)
     name = run.policy
     lo = 1 if name in ("dynamo-planner", "hpa-queue") or run.day else common.BUDGET
-    s = common.spec(tr, itl=itl_s, lo=lo, hi=common.BUDGET)
+    start = SEMIPD_START if name.startswith("semipd-") or name == "ours-start-80-100" else (None, None)
+    s = common.spec(tr, itl=itl_s, lo=lo, hi=common.BUDGET, prefill=start[0], decode=start[1])
     base = common.base_setup(s, prefix, replicas=2 if lo == 1 else None)
-    if name == "ours":
-        return base, PolicyController(s, "ours")
+    if name in ("ours", "ours-start-80-100"):
+        return base, PolicyController(s, name)
     if name == "semipd-paper":
         return base, SemiPDPaperController(ttft, itl)
     if name == "semipd-code":
@@ -284,6 +288,7 @@ def fmt(rate: float, capped: bool) -> str:
 
 MAIN = (
     "ours",
+    "ours-start-80-100",
     "oracle",
     "static (best split)",
     "vllm-chunked",

@@ -81,8 +81,10 @@ def ttft_slo(trace: str) -> float:
     return round2(TTFT_FACTOR * latency_model().prefill_time([round(mean_prompt)], 1.0))
 
 
-def spec(trace: str, *, mode: str = "semipd", lo: int = BUDGET, hi: int = BUDGET, prefill: int = 80,
-         decode: int = 100, interval: str = "15s", itl: str = "50ms") -> InferencePoolSpec:  # fmt: skip
+def spec(trace: str, *, mode: str = "semipd", lo: int = BUDGET, hi: int = BUDGET, prefill: int | None = None,
+         decode: int | None = None, interval: str = "15s", itl: str = "50ms") -> InferencePoolSpec:  # fmt: skip
+    """The benchmark pool; the start split is the API's default unless given."""
+    start = {"initialPrefillPercent": prefill, "initialDecodePercent": decode}
     return InferencePoolSpec.model_validate(
         {
             "model": {"name": MODEL, "source": "hf://Qwen/Qwen3-32B", "profile": MODEL, "maxContextLength": CONTEXT},
@@ -98,8 +100,7 @@ def spec(trace: str, *, mode: str = "semipd", lo: int = BUDGET, hi: int = BUDGET
                 }
             ],
             "semiPD": {
-                "initialPrefillPercent": prefill,
-                "initialDecodePercent": decode,
+                **{k: v for k, v in start.items() if v is not None},
                 "minPrefillPercent": 20,
                 "maxPrefillPercent": 100,
                 "stepPercent": 10,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec
 from semipd.perf import LatencyModel, contended_shares
 from semipd.policy.estimator import Sample
+from semipd.policy.evidence import ItlReading
 from semipd.policy.observation import Observation, PodObservation
 from semipd.policy.state import ControllerState, Decision
 
@@ -85,6 +86,10 @@ class Run:
     """Node pool -> time of its last restart-mode split change."""
     first_seen: dict[str, float]
     """Pod -> when it first showed up Ready (pods of this observation only)."""
+    evidence: dict[str, tuple[ItlReading, ...]] = field(default_factory=dict)
+    """Node pool -> ITL readings, this observation's included (filled by the split planner)."""
+    canary: dict[str, float] = field(default_factory=dict)
+    """Node pool -> time of its last canary split change (the state's, updated)."""
 
     @property
     def now(self) -> float:

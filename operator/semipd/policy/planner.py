@@ -149,6 +149,8 @@ def plan(
         run.restarted,
         run.first_seen,
         predictions,
+        {**state.itl_evidence, **run.evidence},
+        {**state.canary, **run.canary},
     )
     if unknown:
         reason, text = "NoSamples", f"no request metrics for running node pool(s) {', '.join(unknown)}; holding"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from semipd.perf import contended_shares
 from semipd.policy.context import CAPACITY_MARGIN, PoolContext, Run, fmt, sample_of, split_allowed
 from semipd.policy.estimator import Estimator, Fit
+from semipd.policy.evidence import ItlReading, Probe, decode_share, explores, refusal, updated
 from semipd.policy.observation import PodObservation
 from semipd.policy.state import Prediction, SplitChange
 
@@ -46,6 +47,9 @@ SWITCH_EXPOSURE = {False: 0.1, True: 0.5}
 """Fraction of a pod's arrivals during one switch that may miss the SLO: standby swap (the old worker
 serves until the new one is up; estimate) and restart (drained, its load goes to the others;
 estimate)."""
+CANARY_GAIN = 0.05
+"""A move below every decode share measured to meet ITL must be urgent or promise at least this much
+more predicted TTFT attainment: its risk is a whole window's ITL for the pool (estimate)."""
 HOLD_COST_MULTIPLE = 5.0
 """A switch's gain is counted over at least this many of its own durations (cooldown is 3)."""
 
@@ -62,6 +66,8 @@ class _Proposal:
     details: Mapping[str, str]
     prediction: Prediction
     fixes: bool
+    canary: bool
+    """The new split has less decode share than any measured to meet ITL at this rate."""
 
 
 def grid(spec_bounds: tuple[int, int, int, int], step: int, around: tuple[int, int]) -> list[tuple[int, int]]:
@@ -132,12 +138,17 @@ def _propose(run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, gr
     itl_cap = run.itl_slo * (1.0 - ITL_MARGIN)
     measured_tight = pod.itl_p99 > run.itl_slo * (1.0 - MEASURED_MARGIN)
     floor = _decode_shares(current)
-    feasible, fallback = [], []
+    readings = run.evidence.get(pod.node_pool, ())
+    feasible, fallback, refused = [], [], 0
     for c in grid(bounds(run), run.spec.semi_pd.step_percent, current):
         itl = pinned.itl(*c, ahead)
         shares = _decode_shares(c)
         if measured_tight and (shares[0] < floor[0] - 1e-9 or shares[1] < floor[1] - 1e-9):
             continue  # the measured ITL has no room: never less decode, whatever the model says
+        probe = Probe(c, ahead, sample.rate, current, run.spec.semi_pd.step_percent)
+        if c != current and refusal(readings, probe):
+            refused += 1  # measured ITL broke there, or it lies beyond what was measured to work
+            continue
         fallback.append((itl, c))
         if itl <= itl_cap:
             feasible.append(c)
@@ -187,10 +198,14 @@ def _propose(run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, gr
         "gainRequests": fmt(gain),
         "costRequests": fmt(cost),
         "switchMode": "restart" if ctx.restart else "standby",
+        "refusedByEvidence": str(refused),
     }
     prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
-    return _Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes)
+    canary = explores(readings, Probe(best, ahead, sample.rate, current, run.spec.semi_pd.step_percent))
+    if canary and not urgent and att - cur_att < CANARY_GAIN:
+        return None
+    return _Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary)
 
 
 def _pod_capacity(est: Estimator, pod: PodObservation) -> float:
@@ -202,6 +217,27 @@ def _pod_capacity(est: Estimator, pod: PodObservation) -> float:
         return 0.0
     share = contended_shares(split[0] / 100.0, split[1] / 100.0)[0]
     return share / est.l100() * (1.0 - CAPACITY_MARGIN)
+
+
+def _canary_gate(run: Run, pool: str, proposals: list[_Proposal]) -> list[_Proposal]:
+    """At most one pod per node pool moves below the decode shares measured to meet ITL while the
+    last such move has not yet shown a settled window; the others' canary moves wait for its verdict."""
+    last = run.state.canary.get(pool, -math.inf)
+    busy = run.now - last < run.window_s + run.interval_s
+    out, held = [], []
+    for p in sorted(proposals, key=lambda p: (not p.urgent, -p.gain, p.pod.pod)):
+        if not p.canary:
+            out.append(p)
+        elif not busy:
+            out.append(p)
+            busy = True
+            run.canary[pool] = run.now
+        else:
+            held.append(p.pod.pod)
+    if held:
+        run.decide("SplitHeld", "CanaryInProgress", f"{', '.join(held)}: waiting for one pod's ITL below the decode "
+                   "shares measured to meet it", pool)  # fmt: skip
+    return sorted(out, key=lambda p: p.pod.pod)
 
 
 def _restart_gate(run: Run, pool: str, est: Estimator, proposals: list[_Proposal]) -> list[_Proposal]:
@@ -259,6 +295,21 @@ def _outcomes(run: Run, predictions: dict[str, Prediction]) -> None:
         del predictions[name]  # the pod is gone or never showed a settled window
 
 
+def _readings(run: Run, pool: str) -> tuple[ItlReading, ...]:
+    """The pool's ITL evidence with this observation's settled pod windows added."""
+    new = []
+    for pod in sorted(run.obs.pods_of(pool), key=lambda p: p.pod):
+        sample = sample_of(pod, run.window_s)
+        if sample is None or pod.itl_p99 is None or run.settling(pod.pod) or sample.split is None:
+            continue
+        share = decode_share((int(sample.split[0]), int(sample.split[1])))
+        if pod.itl_p99 > run.itl_slo:
+            new.append(ItlReading(run.now, share, sample.rate, int(sample.split[1]), clean=False))
+        elif pod.itl_p99 <= run.itl_slo * (1.0 - MEASURED_MARGIN):
+            new.append(ItlReading(run.now, share, sample.rate, int(sample.split[1]), clean=True))
+    return updated(run.state.itl_evidence.get(pool, ()), new, run.now, run.window_s)
+
+
 def plan_splits(
     run: Run, fits: Mapping[str, Fit], last_change: dict[str, float], predictions: dict[str, Prediction]
 ) -> list[SplitChange]:
@@ -271,8 +322,10 @@ def plan_splits(
             continue
         est = Estimator(ctx.model, fits[np.name])
         grow = growth(run, np.name)
+        run.evidence[np.name] = _readings(run, np.name)
         proposals = [p for pod in sorted(run.obs.pods_of(np.name), key=lambda p: p.pod)
                      if (p := _propose(run, ctx, est, pod, grow)) is not None]  # fmt: skip
+        proposals = _canary_gate(run, np.name, proposals)
         if ctx.restart:
             proposals = _restart_gate(run, np.name, est, proposals)
             if proposals:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from semipd.policy.estimator import Fit
+from semipd.policy.evidence import ItlReading
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,10 @@ class ControllerState:
     arrivals), so it neither fits nor moves before one window has passed."""
     predictions: Mapping[str, Prediction] = field(default_factory=dict)
     """Pod -> what its last split change predicted (checked against the next settled window)."""
+    itl_evidence: Mapping[str, tuple[ItlReading, ...]] = field(default_factory=dict)
+    """Node pool -> recent measured ITL verdicts per decode share (policy.evidence)."""
+    canary: Mapping[str, float] = field(default_factory=dict)
+    """Node pool -> time of its last split change below every decode share measured to meet ITL."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,116 @@
+"""ITL evidence: what a node pool's pods have measured at each decode share, so the split planner
+never trusts its model far below a share that was seen to meet ITL, and never goes back to a share
+that was seen to break it at a lower arrival rate.
+
+The fitted ITL curve is interpolated between observed shares and flat below the smallest one; the
+contention that makes ITL grow as decode's share shrinks is exactly what is least known there
+(docs/latency-model.md). Readings are per pod and pooled per node pool: one pod's miss keeps the
+others from repeating it. Decode comes down one grid step at a time below what was measured to
+work (the fair judge's world has a cliff between decode 40 % and 30 % that the prior does not
+see), one pod per node pool at a time (a canary; the others follow once its window met ITL);
+everything else still jumps. Readings expire, because the request mix moves (long documents contend more
+than chat at the same request rate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from semipd.perf import contended_shares
+
+TRUST_FRACTION = 0.1
+"""A split may have at most this much less contended decode share than the smallest share measured
+to meet ITL at today's rate or more (estimate: (100, 50) -> (90, 40) is 7.5 %, -> (100, 40) 14 %).
+Below it the model extrapolates; the fair judge's world broke 50 ms at (100, 40) and (80, 30) where
+the prior promised 44 ms."""
+TTL_WINDOWS = 10.0
+"""Readings that met ITL are forgotten after this many SLO windows (the mix they were measured on moved)."""
+BROKEN_TTL_WINDOWS = 30.0
+"""Readings that broke ITL are kept longer: one more breach costs every request decoded in that window
+across the pool's p99, which no TTFT gain from a little more prefill share repays."""
+MAX_READINGS = 256
+"""Per node pool, newest kept (after merging repeats of one verdict: a breach must not be pushed out
+by the clean windows of the other pods)."""
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class ItlReading:
+    """One settled pod window's verdict on ITL at its split."""
+
+    time: float
+    share: float
+    """Contended decode share of the split the pod ran (0-1]."""
+    rate: float
+    """Per-pod finished requests/s in the window."""
+    decode_percent: int
+    """The decode share (alone) of that split."""
+    clean: bool
+    """True: p99 ITL had the measured margin free; False: p99 ITL was over the SLO."""
+
+
+def decode_share(split: tuple[int, int]) -> float:
+    """Decode's share while prefill runs (what sets the token-level p99 ITL)."""
+    return round(contended_shares(split[0] / 100.0, split[1] / 100.0)[1], 6)
+
+
+def updated(
+    readings: Iterable[ItlReading], new: Iterable[ItlReading], now: float, window_s: float
+) -> tuple[ItlReading, ...]:
+    """The pool's readings with this evaluation's added and the expired ones dropped."""
+    newest: dict[tuple[float, int, bool, float], ItlReading] = {}
+    for r in (*readings, *new):
+        if now - r.time < (TTL_WINDOWS if r.clean else BROKEN_TTL_WINDOWS) * window_s:
+            newest[(r.share, r.decode_percent, r.clean, 0.0 if not r.clean else round(r.rate, 1))] = r
+    kept = sorted(newest.values(), key=lambda r: r.time)
+    return tuple(kept[-MAX_READINGS:])
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A candidate split as the evidence judges it, and the pod asking."""
+
+    split: tuple[int, int]
+    rate: float
+    """Projected per-pod arrivals/s the candidate is judged at (margins included)."""
+    measured_rate: float
+    """The pod's per-pod arrivals/s now."""
+    current: tuple[int, int]
+    """The pod's split now (it counts as measured to work: a pod that broke ITL moves up anyway)."""
+    step: int
+    """The spec's grid step (percent)."""
+
+
+def refusal(readings: Iterable[ItlReading], probe: Probe) -> str:
+    """Why the candidate may not be chosen; "" if it may.
+
+    - broken: a split with at least this contended decode share broke ITL, at any rate (the judge's
+      world breaks ITL below a share at light load too: the step, not the batch, sets it);
+    - untrusted: its decode share is more than one grid step below the smallest decode share that
+      met ITL with margin at the measured rate or more, or its contended share is more than
+      TRUST_FRACTION below the smallest such contended share.
+    """
+    pool = tuple(readings)
+    share = decode_share(probe.split)
+    if any(not r.clean and r.share >= share - EPS for r in pool):
+        return "broken"
+    lowest_share, lowest_decode = _lowest_met(pool, probe)
+    if probe.split[1] < lowest_decode - probe.step or share < lowest_share * (1.0 - TRUST_FRACTION) - EPS:
+        return "untrusted"
+    return ""
+
+
+def explores(readings: Iterable[ItlReading], probe: Probe) -> bool:
+    """The candidate has less decode share (contended or alone) than any split measured to meet ITL
+    at this rate: a canary, which goes one pod per node pool at a time."""
+    lowest_share, lowest_decode = _lowest_met(tuple(readings), probe)
+    return probe.split[1] < lowest_decode or decode_share(probe.split) < lowest_share - EPS
+
+
+def _lowest_met(pool: tuple[ItlReading, ...], probe: Probe) -> tuple[float, int]:
+    met = [r for r in pool if r.clean and r.rate >= probe.measured_rate - EPS]
+    return (
+        min([decode_share(probe.current), *(r.share for r in met)]),
+        min([probe.current[1], *(r.decode_percent for r in met)]),
+    )
