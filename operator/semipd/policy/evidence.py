@@ -19,11 +19,6 @@ from dataclasses import dataclass
 
 from semipd.perf import contended_shares
 
-TRUST_FRACTION = 0.1
-"""A split may have at most this much less contended decode share than the smallest share measured
-to meet ITL at today's rate or more (estimate: (100, 50) -> (90, 40) is 7.5 %, -> (100, 40) 14 %).
-Below it the model extrapolates; the fair judge's world broke 50 ms at (100, 40) and (80, 30) where
-the prior promised 44 ms."""
 TTL_WINDOWS = 10.0
 """Readings that met ITL are forgotten after this many SLO windows (the mix they were measured on moved)."""
 BROKEN_TTL_WINDOWS = 30.0
@@ -88,15 +83,14 @@ def refusal(readings: Iterable[ItlReading], probe: Probe) -> str:
     - broken: a split with at least this contended decode share broke ITL, at any rate (the judge's
       world breaks ITL below a share at light load too: the step, not the batch, sets it);
     - untrusted: its decode share is more than one grid step below the smallest decode share that
-      met ITL with margin at the measured rate or more, or its contended share is more than
-      TRUST_FRACTION below the smallest such contended share.
+      met ITL with margin at the measured rate or more (below it the model extrapolates: the fair
+      judge's world broke 50 ms at (100, 40) and (80, 30) where the prior promised 44 ms).
     """
     pool = tuple(readings)
     share = decode_share(probe.split)
     if any(not r.clean and r.share >= share - EPS for r in pool):
         return "broken"
-    lowest_share, lowest_decode = _lowest_met(pool, probe)
-    if probe.split[1] < lowest_decode - probe.step or share < lowest_share * (1.0 - TRUST_FRACTION) - EPS:
+    if probe.split[1] < _lowest_met(pool, probe)[1] - probe.step:
         return "untrusted"
     return ""
 
