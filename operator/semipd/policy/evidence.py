@@ -24,6 +24,10 @@ TTL_WINDOWS = 10.0
 BROKEN_TTL_WINDOWS = 30.0
 """Readings that broke ITL are kept longer: one more breach costs every request decoded in that window
 across the pool's p99, which no TTFT gain from a little more prefill share repays."""
+BROKEN_RATE_FRACTION = 0.5
+"""A breach at rate r refuses its share and less down to this fraction of r: ITL under contention is
+set more by the step than by the batch (the fair judge's world broke 50 ms at (100, 40) at 1.5/s as
+at 4/s), yet a breach at a peak must not pin the split through the night (estimate)."""
 MAX_READINGS = 256
 """Per node pool, newest kept (after merging repeats of one verdict: a breach must not be pushed out
 by the clean windows of the other pods)."""
@@ -80,31 +84,28 @@ class Probe:
 def refusal(readings: Iterable[ItlReading], probe: Probe) -> str:
     """Why the candidate may not be chosen; "" if it may.
 
-    - broken: a split with at least this contended decode share broke ITL, at any rate (the judge's
-      world breaks ITL below a share at light load too: the step, not the batch, sets it);
+    - broken: a split with at least this contended decode share broke ITL at a rate of at most
+      1 / BROKEN_RATE_FRACTION times this one;
     - untrusted: its decode share is more than one grid step below the smallest decode share that
       met ITL with margin at the measured rate or more (below it the model extrapolates: the fair
       judge's world broke 50 ms at (100, 40) and (80, 30) where the prior promised 44 ms).
     """
     pool = tuple(readings)
     share = decode_share(probe.split)
-    if any(not r.clean and r.share >= share - EPS for r in pool):
+    if any(not r.clean and r.share >= share - EPS and probe.rate >= BROKEN_RATE_FRACTION * r.rate for r in pool):
         return "broken"
-    if probe.split[1] < _lowest_met(pool, probe)[1] - probe.step:
+    if probe.split[1] < _lowest_met(pool, probe) - probe.step:
         return "untrusted"
     return ""
 
 
 def explores(readings: Iterable[ItlReading], probe: Probe) -> bool:
-    """The candidate has less decode share (contended or alone) than any split measured to meet ITL
-    at this rate: a canary, which goes one pod per node pool at a time."""
-    lowest_share, lowest_decode = _lowest_met(tuple(readings), probe)
-    return probe.split[1] < lowest_decode or decode_share(probe.split) < lowest_share - EPS
+    """The candidate's decode share is below every decode share measured to meet ITL at this rate: a
+    canary, which goes one pod per node pool at a time. (More prefill at a measured decode share is
+    not one: TTFT fixes for many pods must not queue behind each other.)"""
+    return probe.split[1] < _lowest_met(tuple(readings), probe)
 
 
-def _lowest_met(pool: tuple[ItlReading, ...], probe: Probe) -> tuple[float, int]:
+def _lowest_met(pool: tuple[ItlReading, ...], probe: Probe) -> int:
     met = [r for r in pool if r.clean and r.rate >= probe.measured_rate - EPS]
-    return (
-        min([decode_share(probe.current), *(r.share for r in met)]),
-        min([probe.current[1], *(r.decode_percent for r in met)]),
-    )
+    return min([probe.current[1], *(r.decode_percent for r in met)])
