@@ -122,7 +122,7 @@ def test_sglang_semipd_parts() -> None:
     assert parts.env == [
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "SEMI_PD_PREFILL_SM_PERCENTILE", "value": "60"},
-        {"name": "SEMI_PD_DECODE_SM_PERCENTILE", "value": "100"},
+        {"name": "SEMI_PD_DECODE_SM_PERCENTILE", "value": "50"},
     ]
     assert parts.ports == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
     assert parts.readiness_probe == {
@@ -142,7 +142,7 @@ def test_wrapped_command_puts_the_agent_in_front() -> None:
     assert cmd[:sep] == [
         "python3", "/semipd/agent.pyz", "--driver", "sglang-semipd", "--admin-port", "9090",
         "--token-file", "/var/run/semipd/token", "--run-dir", "/semipd/run", "--mps", "auto",
-        "--prefill-percent", "60", "--decode-percent", "100", "--prefill-min", "30", "--prefill-max", "100",
+        "--prefill-percent", "60", "--decode-percent", "50", "--prefill-min", "30", "--prefill-max", "100",
             "--decode-min", "20", "--decode-max", "100",
     ]  # fmt: skip
     assert cmd[sep + 1 : sep + 4] == ["python3", "-m", "sglang.launch_server"]
@@ -176,7 +176,7 @@ def test_assembled_pod_is_a_valid_kubernetes_pod_the_real_agent_accepts(
     assert host == "127.0.0.5"
     assert settings.driver.kind == kind
     if driver.capabilities.supports_split:
-        assert (settings.initial.prefill_percent, settings.initial.decode_percent) == (60, 100)
+        assert (settings.initial.prefill_percent, settings.initial.decode_percent) == (60, 50)
     if driver.health_path is not None:
         assert settings.health is not None
         assert (settings.health.host, settings.health.port, settings.health.path) == (

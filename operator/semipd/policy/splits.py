@@ -18,8 +18,9 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from semipd.perf import contended_shares
 from semipd.policy.context import CAPACITY_MARGIN, PoolContext, Run, fmt, sample_of, split_allowed
@@ -122,7 +123,10 @@ def _decode_shares(split: tuple[int, int]) -> tuple[float, float]:
     return contended_shares(split[0] / 100.0, split[1] / 100.0)[1], split[1] / 100.0
 
 
-def _propose(run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, grow: float) -> _Proposal | None:
+def _propose(
+    run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, grow: float, canary: bool = True
+) -> _Proposal | None:
+    """The pod's best move, or None; with `canary` False, only splits whose decode share was measured."""
     sample = sample_of(pod, run.window_s)
     if sample is None or pod.itl_p99 is None:
         return None  # unknown or idle: never move a split on no data
@@ -146,7 +150,7 @@ def _propose(run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, gr
         if measured_tight and (shares[0] < floor[0] - 1e-9 or shares[1] < floor[1] - 1e-9):
             continue  # the measured ITL has no room: never less decode, whatever the model says
         probe = Probe(c, ahead, sample.rate, current, run.spec.semi_pd.step_percent)
-        if c != current and refusal(readings, probe):
+        if c != current and (refusal(readings, probe) or (not canary and explores(readings, probe))):
             refused += 1  # measured ITL broke there, or it lies beyond what was measured to work
             continue
         fallback.append((itl, c))
@@ -204,7 +208,7 @@ def _propose(run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, gr
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
     canary = explores(readings, Probe(best, ahead, sample.rate, current, run.spec.semi_pd.step_percent))
     if canary and not urgent and att - cur_att < CANARY_GAIN:
-        return None
+        return _propose(run, ctx, est, pod, grow, canary=False)
     return _Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary)
 
 
@@ -219,9 +223,10 @@ def _pod_capacity(est: Estimator, pod: PodObservation) -> float:
     return share / est.l100() * (1.0 - CAPACITY_MARGIN)
 
 
-def _canary_gate(run: Run, pool: str, proposals: list[_Proposal]) -> list[_Proposal]:
-    """At most one pod per node pool moves below the decode shares measured to meet ITL while the
-    last such move has not yet shown a settled window; the others' canary moves wait for its verdict."""
+def _canary_gate(run: Run, pool: str, proposals: list[_Proposal], retry: Callable[[PodObservation], _Proposal | None]
+                 ) -> list[_Proposal]:  # fmt: skip
+    """At most one pod per node pool moves below the decode shares measured to meet ITL while the last
+    such move has not yet shown a settled window; the others take their best measured-share move."""
     last = run.state.canary.get(pool, -math.inf)
     busy = run.now - last < run.window_s + run.interval_s
     out, held = [], []
@@ -234,9 +239,11 @@ def _canary_gate(run: Run, pool: str, proposals: list[_Proposal]) -> list[_Propo
             run.canary[pool] = run.now
         else:
             held.append(p.pod.pod)
+            if (instead := retry(p.pod)) is not None:
+                out.append(instead)
     if held:
-        run.decide("SplitHeld", "CanaryInProgress", f"{', '.join(held)}: waiting for one pod's ITL below the decode "
-                   "shares measured to meet it", pool)  # fmt: skip
+        run.decide("SplitHeld", "CanaryInProgress", f"{', '.join(held)}: no less decode share until one pod's "
+                   "window shows ITL below the shares measured to meet it", pool)  # fmt: skip
     return sorted(out, key=lambda p: p.pod.pod)
 
 
@@ -325,7 +332,7 @@ def plan_splits(
         run.evidence[np.name] = _readings(run, np.name)
         proposals = [p for pod in sorted(run.obs.pods_of(np.name), key=lambda p: p.pod)
                      if (p := _propose(run, ctx, est, pod, grow)) is not None]  # fmt: skip
-        proposals = _canary_gate(run, np.name, proposals)
+        proposals = _canary_gate(run, np.name, proposals, partial(_propose, run, ctx, est, grow=grow, canary=False))
         if ctx.restart:
             proposals = _restart_gate(run, np.name, est, proposals)
             if proposals:

@@ -90,6 +90,8 @@ def spec(policy: str = "headroom", big: int = 400_000, small: int = 100_000, **k
                 {"name": "big", "accelerator": "nvidia", "kvCacheTokens": big, "minReplicas": 2, "maxReplicas": 2},
                 {"name": "small", "accelerator": "nvidia", "kvCacheTokens": small, "minReplicas": 2, "maxReplicas": 2},
             ],
+            # Semi-PD's start split: the traces below were sized for its decode speed.
+            "semiPD": {"initialPrefillPercent": 80, "initialDecodePercent": 100},
             "slo": {"ttftP99": "5s", "itlP99": "100ms"},
             "autoscaling": {"mode": "off", "interval": "5s"},
             "placement": {"kvCache": {"policy": policy, "longContextThreshold": 8192, **kv}},

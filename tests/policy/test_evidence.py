@@ -1,0 +1,92 @@
+"""ITL evidence: what the split planner may and may not do with what a pool's pods measured."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from semipd.policy.evidence import (
+    BROKEN_TTL_WINDOWS,
+    TTL_WINDOWS,
+    ItlReading,
+    Probe,
+    decode_share,
+    explores,
+    refusal,
+    updated,
+)
+from semipd.policy.planner import plan
+from tests.policy.test_planner import POOLS, known, observe, pod, spec
+
+WINDOW = 60.0
+
+
+def probe(split: tuple[int, int], rate: float = 2.0, current: tuple[int, int] = (100, 50)) -> Probe:
+    return Probe(split, rate, rate, current, 10)
+
+
+def test_decode_comes_down_one_step_below_what_was_measured() -> None:
+    assert refusal((), probe((100, 40))) == ""
+    assert refusal((), probe((100, 30))) == "untrusted"
+    # Another pod measured decode 40 clean at this rate or more: one more step is allowed.
+    met = (ItlReading(0.0, decode_share((90, 40)), 3.0, 40, clean=True),)
+    assert refusal(met, probe((100, 30))) == ""
+    # Measured at a lower rate than this pod's: it says nothing about this load.
+    low = (ItlReading(0.0, decode_share((90, 40)), 1.0, 40, clean=True),)
+    assert refusal(low, probe((100, 30))) == "untrusted"
+
+
+def test_a_breach_refuses_its_share_and_less_down_to_half_its_rate() -> None:
+    broke = (ItlReading(0.0, decode_share((100, 40)), 4.0, 40, clean=False),)
+    assert refusal(broke, probe((100, 40), rate=2.0)) == "broken"
+    assert refusal(broke, probe((90, 40), rate=2.0)) == ""  # more contended decode share than the breach
+    assert refusal(broke, probe((100, 40), rate=1.9)) == ""  # well below the rate it broke at
+    assert refusal(broke, probe((100, 50), rate=4.0)) == ""
+
+
+def test_a_canary_is_only_a_decode_step_below_what_was_measured() -> None:
+    assert explores((), probe((100, 40)))
+    assert not explores((), probe((100, 50)))
+    # More prefill at the measured decode share is not a canary (TTFT fixes go together).
+    assert not explores((), probe((100, 100), current=(50, 100)))
+    met = (ItlReading(0.0, decode_share((100, 40)), 2.0, 40, clean=True),)
+    assert not explores(met, probe((100, 40)))
+
+
+def test_breaches_outlive_clean_readings_and_repeats_merge() -> None:
+    clean = ItlReading(0.0, 0.3, 2.0, 40, clean=True)
+    broke = ItlReading(0.0, 0.25, 2.0, 30, clean=False)
+    later = (TTL_WINDOWS + 1) * WINDOW
+    assert updated((clean, broke), (), later, WINDOW) == (broke,)
+    assert updated((clean, broke), (), (BROKEN_TTL_WINDOWS + 1) * WINDOW, WINDOW) == ()
+    # Eight pods' clean windows at one split merge into one reading; the breach is never pushed out.
+    many = [replace(clean, time=float(t)) for t in range(1000)]
+    kept = updated((broke,), many, 1000.0, WINDOW)
+    assert broke in kept
+    assert len(kept) == 2
+
+
+def test_plan_records_breaches_and_never_returns_to_the_share_that_broke() -> None:
+    # p0 broke ITL at (90, 40); p1, calm at (100, 50), must not try (90, 40) or less decode share now.
+    s = spec(semiPD__maxPrefillPercent=100)
+    broke = pod("p0", 13.0, (90, 40), itl_p99=0.08)
+    calm = pod("p1", 13.0, (100, 50))
+    p = plan(s, observe([broke, calm]), known(), {"h200": 2, "ascend": 0}, POOLS)
+    readings = p.state.itl_evidence["h200"]
+    assert any(not r.clean and r.decode_percent == 40 for r in readings)
+    for c in p.splits:
+        if c.pod == "p1":
+            assert decode_share((c.prefill_percent, c.decode_percent)) > decode_share((90, 40))
+
+
+def test_one_canary_per_node_pool_at_a_time() -> None:
+    # Two pods at decode 100 miss TTFT; both may take more prefill, only one may take less decode.
+    s = spec(semiPD__maxPrefillPercent=100)
+    pods = [pod("p0", 13.0, (50, 100)), pod("p1", 13.0, (50, 100))]
+    p = plan(s, observe(pods), known(), {"h200": 2, "ascend": 0}, POOLS)
+    below = [c for c in p.splits if c.decode_percent < 100]
+    assert len(below) <= 1
+    # The other still gets more prefill at the measured decode share instead of waiting.
+    assert len(below) == 1
+    assert len(p.splits) == 2
+    assert [d.reason for d in p.decisions if d.action == "SplitHeld"] == ["CanaryInProgress"]
+    assert p.state.canary.get("h200") == 1000.0
