@@ -140,15 +140,16 @@ def write_report(snaps: list[dict[str, Any]], results: list[Any], slo: dict[str,
     share = axes[3].twinx()
     for name in pools:
         axes[3].step(ts, [s["pools"].get(name, {}).get("ready", 0) for s in snaps], where="post", label=f"{name} ready")
-        prefill = [
-            (sum(int(x.split(":")[0]) for x in sp) / len(sp))
-            if (sp := s["pools"].get(name, {}).get("splits"))
-            else math.nan
-            for s in snaps
-        ]
-        share.plot(ts, prefill, ls=":", label=f"{name} mean prefill %")
-    share.set_ylabel("mean prefill %")
-    share.set_ylim(0, 100)
+        for index, (what, style) in enumerate((("prefill", ":"), ("decode", "--"))):
+            mean = [
+                (sum(int(x.split(":")[index]) for x in sp) / len(sp))
+                if (sp := s["pools"].get(name, {}).get("splits"))
+                else math.nan
+                for s in snaps
+            ]
+            share.plot(ts, mean, ls=style, label=f"{name} mean {what} %")
+    share.set_ylabel("mean prefill / decode share %")
+    share.set_ylim(0, 105)
     share.legend(loc="upper right")
     axes[3].set_ylabel("replicas")
     axes[3].set_xlabel("seconds since load start")

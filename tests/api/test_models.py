@@ -18,7 +18,8 @@ def _load(name: str) -> InferencePoolSpec:
 def test_defaults_apply() -> None:
     spec = _load("sim-mixed-gpu-ascend.yaml")
     assert spec.semi_pd.enabled is True
-    assert (spec.semi_pd.initial_prefill_percent, spec.semi_pd.initial_decode_percent) == (50, 50)  # prefill set, decode default
+    # prefill set by the example, decode the default
+    assert (spec.semi_pd.initial_prefill_percent, spec.semi_pd.initial_decode_percent) == (50, 50)
     assert spec.slo.attainment_target == 0.99
     assert spec.engine.ports.http == 8000
     assert spec.engine.ports.admin == 9090

@@ -30,8 +30,13 @@ def spec(**over: Any) -> InferencePoolSpec:
             {"name": "h200", "accelerator": "nvidia", "minReplicas": 1, "maxReplicas": 6, "costPerHour": 10},
             {"name": "ascend", "accelerator": "ascend", "minReplicas": 0, "maxReplicas": 6, "costPerHour": 4},
         ],
-        "semiPD": {"initialPrefillPercent": 50, "initialDecodePercent": 100, "minPrefillPercent": 20,
-                   "maxPrefillPercent": 90, "stepPercent": 10},
+        "semiPD": {
+            "initialPrefillPercent": 50,
+            "initialDecodePercent": 100,
+            "minPrefillPercent": 20,
+            "maxPrefillPercent": 90,
+            "stepPercent": 10,
+        },
         "slo": {"ttftP99": "1s", "itlP99": "60ms"},
         "autoscaling": {"interval": "10s", "scaleDownStabilization": "60s", "pendingTimeout": "30s"},
     }

@@ -24,7 +24,7 @@ from functools import partial
 
 from semipd.perf import contended_shares
 from semipd.policy.context import CAPACITY_MARGIN, PoolContext, Run, fmt, sample_of, split_allowed
-from semipd.policy.estimator import Estimator, Fit
+from semipd.policy.estimator import SATURATED_S, Estimator, Fit
 from semipd.policy.evidence import ItlReading, Probe, decode_share, explores, refusal, updated
 from semipd.policy.observation import PodObservation
 from semipd.policy.state import Prediction, SplitChange
@@ -113,6 +113,12 @@ def _score(est: Estimator, split: tuple[int, int], rate: float, ttft_slo: float)
     return att, est.ttft(*split, rate)
 
 
+def _shown(ttft: float) -> float:
+    """A saturated prediction (the queue grows without bound) is shown as inf, not the finite stand-in
+    that only keeps the ranking monotone."""
+    return math.inf if ttft >= SATURATED_S else ttft
+
+
 def _prefill_rank(split: tuple[int, int]) -> tuple[float, int, int]:
     """Order of splits by what TTFT gets: the contended prefill share, then prefill and decode alone."""
     return round(contended_shares(split[0] / 100.0, split[1] / 100.0)[0], 4), split[0], split[1]
@@ -190,8 +196,8 @@ def _propose(
     details = {
         "observedTTFT": fmt(sample.ttft),
         "observedITL": fmt(pod.itl_p99),
-        "predictedTTFTBefore": fmt(cur_ttft),
-        "predictedTTFT": fmt(ttft),
+        "predictedTTFTBefore": fmt(_shown(cur_ttft)),
+        "predictedTTFT": fmt(_shown(ttft)),
         "predictedITLBefore": fmt(cur_itl),
         "predictedITL": fmt(new_itl),
         "attainmentBefore": fmt(cur_att),
@@ -288,10 +294,11 @@ def _outcomes(run: Run, predictions: dict[str, Prediction]) -> None:
             "SplitOutcome",
             "PredictionChecked",
             f"prefill {pred.prefill_percent}%, decode {pred.decode_percent}%: predicted p99 TTFT "
-            f"{fmt(pred.ttft)}s / ITL {fmt(pred.itl)}s, observed {fmt(sample.ttft)}s / {fmt(pod.itl_p99 or math.nan)}s",
+            f"{fmt(_shown(pred.ttft))}s / ITL {fmt(pred.itl)}s, "
+            f"observed {fmt(sample.ttft)}s / {fmt(pod.itl_p99 or math.nan)}s",
             pod.node_pool,
             pod.pod,
-            predictedTTFT=fmt(pred.ttft),
+            predictedTTFT=fmt(_shown(pred.ttft)),
             observedTTFT=fmt(sample.ttft),
             predictedITL=fmt(pred.itl),
             observedITL=fmt(pod.itl_p99 or math.nan),
