@@ -49,7 +49,7 @@ MANIFEST = {
         # Decode pinned at 100 %: these tests are about the replica lever and its order after the
         # prefill share; the joint prefill/decode choice is covered by tests/policy and the simulator.
         "semiPD": {"initialPrefillPercent": 30, "minPrefillPercent": 20, "maxPrefillPercent": 90, "stepPercent": 20,
-                   "minDecodePercent": 100, "maxDecodePercent": 100},
+                   "initialDecodePercent": 100, "minDecodePercent": 100, "maxDecodePercent": 100},
         "slo": {"ttftP99": "1s", "itlP99": "60ms", "window": f"{WINDOW_S:.0f}s"},
         "autoscaling": {"interval": f"{INTERVAL:.0f}s", "scaleDownStabilization": "40s", "pendingTimeout": "20s"},
     },
