@@ -434,20 +434,22 @@ def test_fallback_still_happens_while_request_metrics_are_missing() -> None:
     assert p.replicas["h200"] > 1
 
 
-def test_a_persistent_breach_the_model_cannot_explain_adds_one_replica() -> None:
+@pytest.mark.parametrize(("running", "added"), [(2, 1), (4, 2)])
+def test_a_persistent_breach_the_model_cannot_explain_adds_half_the_running_replicas(running: int, added: int) -> None:
     # A long calm history at other loads pins the fit; then every pod misses TTFT at the top of its
     # split range (decode fixed at 100 %) while the fitted capacity still covers the demand (the
-    # model is wrong here).
+    # model is wrong here). The step is unsized: half the running replicas, at least one.
     s = spec(semiPD__minDecodePercent=100)
     state = ControllerState()
-    current = {"h200": 2, "ascend": 0}
+    current = {"h200": running, "ascend": 0}
+    names = [f"h{i}" for i in range(running)]
     t = 0.0
     for i in range(24):
         r = 2.0 + (i % 4)
-        calm = [pod("h0", r, (90, 100)), pod("h1", r, (90, 100))]
+        calm = [pod(n, r, (90, 100)) for n in names]
         state = plan(s, observe(calm, t=t), state, current, POOLS).state
         t += 10.0
-    hot = [pod("h0", 3.0, (90, 100), ttft_p99=1.5), pod("h1", 3.0, (90, 100), ttft_p99=1.5)]
+    hot = [pod(n, 3.0, (90, 100), ttft_p99=1.5) for n in names]
     actions: list[tuple[float, str]] = []
     start = t
     for _ in range(4):
@@ -456,11 +458,11 @@ def test_a_persistent_breach_the_model_cannot_explain_adds_one_replica() -> None
         actions += [(t - start, d.reason) for d in p.decisions if d.action == "ScaleOut"]
         t += 10.0
     assert actions == [(30.0, "SLOMissedDespiteModel")], actions
-    assert sum(current.values()) == 3
+    assert sum(current.values()) == running + added
     # The next step waits another full window, and a met SLO resets the clock.
     p = plan(s, observe(hot, t=t), state, current, POOLS)
     assert [d for d in p.decisions if d.action == "ScaleOut"] == []
-    calm = [pod("h0", 3.0, (90, 100)), pod("h1", 3.0, (90, 100))]
+    calm = [pod(n, 3.0, (90, 100)) for n in names]
     p = plan(s, observe(calm, t=t + 10), p.state, current, POOLS)
     assert "model" not in p.state.breach_since
 
