@@ -8,11 +8,9 @@ from semipd.policy.evidence import (
     BROKEN_TTL_WINDOWS,
     TTL_WINDOWS,
     ItlReading,
-    Probe,
     decode_share,
-    explores,
-    refusal,
     updated,
+    verdicts,
 )
 from semipd.policy.planner import plan
 from tests.policy.test_planner import POOLS, known, observe, pod, spec
@@ -20,36 +18,41 @@ from tests.policy.test_planner import POOLS, known, observe, pod, spec
 WINDOW = 60.0
 
 
-def probe(split: tuple[int, int], rate: float = 2.0, current: tuple[int, int] = (100, 50)) -> Probe:
-    return Probe(split, rate, rate, current, 10)
+def refusal(readings: tuple[ItlReading, ...], split: tuple[int, int], rate: float = 2.0,
+            current: tuple[int, int] = (100, 50)) -> str:  # fmt: skip
+    return verdicts(readings, rate, current, 10).refusal(split, rate)
+
+
+def explores(readings: tuple[ItlReading, ...], split: tuple[int, int], current: tuple[int, int] = (100, 50)) -> bool:
+    return verdicts(readings, 2.0, current, 10).explores(split)
 
 
 def test_decode_comes_down_one_step_below_what_was_measured() -> None:
-    assert refusal((), probe((100, 40))) == ""
-    assert refusal((), probe((100, 30))) == "untrusted"
+    assert refusal((), (100, 40)) == ""
+    assert refusal((), (100, 30)) == "untrusted"
     # Another pod measured decode 40 clean at this rate or more: one more step is allowed.
     met = (ItlReading(0.0, decode_share((90, 40)), 3.0, 40, clean=True),)
-    assert refusal(met, probe((100, 30))) == ""
+    assert refusal(met, (100, 30)) == ""
     # Measured at a lower rate than this pod's: it says nothing about this load.
     low = (ItlReading(0.0, decode_share((90, 40)), 1.0, 40, clean=True),)
-    assert refusal(low, probe((100, 30))) == "untrusted"
+    assert refusal(low, (100, 30)) == "untrusted"
 
 
 def test_a_breach_refuses_its_share_and_less_down_to_half_its_rate() -> None:
     broke = (ItlReading(0.0, decode_share((100, 40)), 4.0, 40, clean=False),)
-    assert refusal(broke, probe((100, 40), rate=2.0)) == "broken"
-    assert refusal(broke, probe((90, 40), rate=2.0)) == ""  # more contended decode share than the breach
-    assert refusal(broke, probe((100, 40), rate=1.9)) == ""  # well below the rate it broke at
-    assert refusal(broke, probe((100, 50), rate=4.0)) == ""
+    assert refusal(broke, (100, 40), rate=2.0) == "broken"
+    assert refusal(broke, (90, 40), rate=2.0) == ""  # more contended decode share than the breach
+    assert refusal(broke, (100, 40), rate=1.9) == ""  # well below the rate it broke at
+    assert refusal(broke, (100, 50), rate=4.0) == ""
 
 
 def test_a_canary_is_only_a_decode_step_below_what_was_measured() -> None:
-    assert explores((), probe((100, 40)))
-    assert not explores((), probe((100, 50)))
+    assert explores((), (100, 40))
+    assert not explores((), (100, 50))
     # More prefill at the measured decode share is not a canary (TTFT fixes go together).
-    assert not explores((), probe((100, 100), current=(50, 100)))
+    assert not explores((), (100, 100), current=(50, 100))
     met = (ItlReading(0.0, decode_share((100, 40)), 2.0, 40, clean=True),)
-    assert not explores(met, probe((100, 40)))
+    assert not explores(met, (100, 40))
 
 
 def test_breaches_outlive_clean_readings_and_repeats_merge() -> None:

@@ -67,45 +67,42 @@ def updated(
 
 
 @dataclass(frozen=True)
-class Probe:
-    """A candidate split as the evidence judges it, and the pod asking."""
+class Verdicts:
+    """What a node pool's readings say to one pod: built once per pod, asked once per candidate."""
 
-    split: tuple[int, int]
-    rate: float
-    """Projected per-pod arrivals/s the candidate is judged at (margins included)."""
-    measured_rate: float
-    """The pod's per-pod arrivals/s now."""
-    current: tuple[int, int]
-    """The pod's split now (it counts as measured to work: a pod that broke ITL moves up anyway)."""
+    lowest_decode: int
+    """The smallest decode share measured to meet ITL at the pod's rate or more (its own split's
+    counts: a pod that broke ITL moves up anyway)."""
+    breaches: tuple[tuple[float, float], ...]
+    """(contended decode share, per-pod rate) of every reading that broke ITL."""
     step: int
     """The spec's grid step (percent)."""
 
+    def refusal(self, split: tuple[int, int], rate: float) -> str:
+        """Why `split` may not be chosen at `rate` (projected, margins included); "" if it may.
 
-def refusal(readings: Iterable[ItlReading], probe: Probe) -> str:
-    """Why the candidate may not be chosen; "" if it may.
+        - broken: a split with at least this contended decode share broke ITL at a rate of at most
+          1 / BROKEN_RATE_FRACTION times this one;
+        - untrusted: its decode share is more than one grid step below `lowest_decode` (below it the
+          model extrapolates: the fair judge's world broke 50 ms at (100, 40) and (80, 30) where the
+          prior promised 44 ms).
+        """
+        share = decode_share(split)
+        if any(b >= share - EPS and rate >= BROKEN_RATE_FRACTION * r for b, r in self.breaches):
+            return "broken"
+        if split[1] < self.lowest_decode - self.step:
+            return "untrusted"
+        return ""
 
-    - broken: a split with at least this contended decode share broke ITL at a rate of at most
-      1 / BROKEN_RATE_FRACTION times this one;
-    - untrusted: its decode share is more than one grid step below the smallest decode share that
-      met ITL with margin at the measured rate or more (below it the model extrapolates: the fair
-      judge's world broke 50 ms at (100, 40) and (80, 30) where the prior promised 44 ms).
-    """
+    def explores(self, split: tuple[int, int]) -> bool:
+        """The split's decode share is below every one measured to meet ITL at this rate: a canary,
+        which goes one pod per node pool at a time. (More prefill at a measured decode share is not
+        one: TTFT fixes for many pods must not queue behind each other.)"""
+        return split[1] < self.lowest_decode
+
+
+def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tuple[int, int], step: int) -> Verdicts:
+    """The readings as seen by a pod now at `current` serving `measured_rate` per-pod arrivals/s."""
     pool = tuple(readings)
-    share = decode_share(probe.split)
-    if any(not r.clean and r.share >= share - EPS and probe.rate >= BROKEN_RATE_FRACTION * r.rate for r in pool):
-        return "broken"
-    if probe.split[1] < _lowest_met(pool, probe) - probe.step:
-        return "untrusted"
-    return ""
-
-
-def explores(readings: Iterable[ItlReading], probe: Probe) -> bool:
-    """The candidate's decode share is below every decode share measured to meet ITL at this rate: a
-    canary, which goes one pod per node pool at a time. (More prefill at a measured decode share is
-    not one: TTFT fixes for many pods must not queue behind each other.)"""
-    return probe.split[1] < _lowest_met(tuple(readings), probe)
-
-
-def _lowest_met(pool: tuple[ItlReading, ...], probe: Probe) -> int:
-    met = [r for r in pool if r.clean and r.rate >= probe.measured_rate - EPS]
-    return min([probe.current[1], *(r.decode_percent for r in met)])
+    met = [r.decode_percent for r in pool if r.clean and r.rate >= measured_rate - EPS]
+    return Verdicts(min([current[1], *met]), tuple((r.share, r.rate) for r in pool if not r.clean), step)

@@ -25,7 +25,7 @@ from functools import partial
 from semipd.perf import contended_shares
 from semipd.policy.context import CAPACITY_MARGIN, PoolContext, Run, fmt, sample_of, split_allowed
 from semipd.policy.estimator import SATURATED_S, Estimator, Fit
-from semipd.policy.evidence import ItlReading, Probe, decode_share, explores, refusal, updated
+from semipd.policy.evidence import ItlReading, decode_share, updated, verdicts
 from semipd.policy.observation import PodObservation
 from semipd.policy.state import Prediction, SplitChange
 
@@ -148,15 +148,14 @@ def _propose(
     itl_cap = run.itl_slo * (1.0 - ITL_MARGIN)
     measured_tight = pod.itl_p99 > run.itl_slo * (1.0 - MEASURED_MARGIN)
     floor = _decode_shares(current)
-    readings = run.evidence.get(pod.node_pool, ())
+    seen = verdicts(run.evidence.get(pod.node_pool, ()), sample.rate, current, run.spec.semi_pd.step_percent)
     feasible, fallback, refused = [], [], 0
     for c in grid(bounds(run), run.spec.semi_pd.step_percent, current):
         itl = pinned.itl(*c, ahead)
         shares = _decode_shares(c)
         if measured_tight and (shares[0] < floor[0] - 1e-9 or shares[1] < floor[1] - 1e-9):
             continue  # the measured ITL has no room: never less decode, whatever the model says
-        probe = Probe(c, ahead, sample.rate, current, run.spec.semi_pd.step_percent)
-        if c != current and (refusal(readings, probe) or (not canary and explores(readings, probe))):
+        if c != current and (seen.refusal(c, ahead) or (not canary and seen.explores(c))):
             refused += 1  # measured ITL broke there, or it lies beyond what was measured to work
             continue
         fallback.append((itl, c))
@@ -212,7 +211,7 @@ def _propose(
     }
     prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
-    canary = explores(readings, Probe(best, ahead, sample.rate, current, run.spec.semi_pd.step_percent))
+    canary = seen.explores(best)
     if canary and not urgent and att - cur_att < CANARY_GAIN:
         return _propose(run, ctx, est, pod, grow, canary=False)
     return _Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary)
