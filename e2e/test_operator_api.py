@@ -71,7 +71,7 @@ def test_valid_pool_is_accepted_and_progressing(cluster: Any, operator: Operator
     cond = _wait_condition(cluster, doc["metadata"]["name"], "InvalidSpec", "False")
     assert cond["reason"] == "SpecValid"
     obj = _get(cluster, doc["metadata"]["name"])
-    assert obj["spec"]["semiPD"]["initialDecodePercent"] == 100, "server-side defaults were not applied"
+    assert obj["spec"]["semiPD"]["initialDecodePercent"] == 50, "server-side defaults were not applied"
     assert {p["name"] for p in obj["status"]["nodePools"]} == {"h200", "ascend"}
     table = cluster.kubectl("get", "sipool", "-n", NS).stdout
     for column in ("READY", "POOLS", "REPLICAS", "SPLIT", "TTFT-P99", "ITL-P99", "AGE"):

@@ -26,7 +26,7 @@ import yaml
 
 from e2e.harness import wait_until
 from e2e.harness.config import binary
-from e2e.operator_process import OperatorProcess, running_operator
+from e2e.operator_process import OperatorProcess, install_crds, running_operator
 from tests.api.invalid_cases import base_pool
 
 pytestmark = pytest.mark.e2e
@@ -68,6 +68,10 @@ def installed(cluster: Any) -> Iterator[None]:
     """The chart's ServiceAccount, RBAC and admission policy (nothing else), as `helm template` renders them."""
     for ns in (OPS_NS, POOL_NS, OTHER_NS):
         cluster.kubectl("create", "namespace", ns, check=False)
+    for ns in (OPS_NS, POOL_NS, OTHER_NS):  # pods are refused until the controller manager makes this SA
+        get_sa = ("get", "serviceaccount", "default", "-n", ns)
+        wait_until(lambda get_sa=get_sa: cluster.kubectl(*get_sa, check=False).returncode == 0,
+                   timeout=60, what=f"the default ServiceAccount in {ns}")  # fmt: skip
     rendered = subprocess.run(
         [str(binary("helm")), "template", RELEASE, str(CHART), "-n", OPS_NS, "--kube-version", "1.35.0",
          "--set", f"watchNamespaces={{{POOL_NS}}}"],
@@ -102,6 +106,10 @@ def api(cluster: Any, installed: None) -> Iterator[httpx.Client]:
         # RBAC and admission policies take effect within a moment of being created.
         wait_until(lambda: client.get(f"/api/v1/namespaces/{POOL_NS}/pods").status_code == 200, timeout=30,
                    what="the operator's Role in effect")  # fmt: skip
+        # A dry-run write the policy refuses: it shows the policy loaded, without changing anything.
+        wait_until(lambda: client.patch(f"/api/v1/namespaces/{POOL_NS}/pods/bystander", params={"dryRun": "All"},
+                                        content='{"metadata":{"labels":{"a":"b"}}}', headers=MERGE).status_code == 403,
+                   timeout=30, what="the admission policy in effect")  # fmt: skip
         yield client
 
 
@@ -183,21 +191,34 @@ def test_every_verb_on_foreign_objects_is_denied_and_leaks_nothing(cluster: Any,
     assert cluster.kubectl("get", "deployment", "miner", "-n", "kube-system", check=False).returncode != 0
 
 
-def test_the_policy_denies_what_rbac_allows_and_lets_the_operator_write_its_own(api: httpx.Client) -> None:
+def real_owner(cluster: Any) -> dict[str, Any]:
+    """`OURS` with the ownerReference of a real InferencePool: the garbage collector deletes a dependent
+    whose owner does not exist, which would race the patches below. No operator serves POOL_NS here."""
+    install_crds(cluster, gie=False)
+    doc = {**base_pool(), "metadata": {"name": "owner", "namespace": POOL_NS}}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+    uid = kubectl_json(cluster, "get", "inferencepools.semipd.io", "owner", "-n", POOL_NS)["metadata"]["uid"]
+    return {**OURS, "ownerReferences": [{**OWNER_REF, "name": "owner", "uid": uid}]}
+
+
+def test_the_policy_denies_what_rbac_allows_and_lets_the_operator_write_its_own(
+    cluster: Any, api: httpx.Client
+) -> None:
     # RBAC alone would allow this patch (pods: patch in a served namespace): the admission policy refuses it.
     resp = api.patch(f"/api/v1/namespaces/{POOL_NS}/pods/bystander", content='{"metadata":{"labels":{"a":"b"}}}',
                      headers=MERGE)  # fmt: skip
     assert resp.status_code == 403
     assert "ValidatingAdmissionPolicy" in resp.text, resp.text
     # An object carrying our label and an InferencePool ownerReference is ours to create and change.
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ours", "namespace": POOL_NS, **OURS}}
+    meta = {"name": "ours", "namespace": POOL_NS, **real_owner(cluster)}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
     created = api.post(f"/api/v1/namespaces/{POOL_NS}/configmaps", json=cm)
     assert created.status_code == 201, created.text
     patched = api.patch(f"/api/v1/namespaces/{POOL_NS}/configmaps/ours", content='{"data":{"k":"v"}}', headers=MERGE)
     assert patched.status_code == 200, patched.text
     unlabel = '{"metadata":{"labels":{"app.kubernetes.io/managed-by":null}}}'
     stripped = api.patch(f"/api/v1/namespaces/{POOL_NS}/configmaps/ours", content=unlabel, headers=MERGE)
-    assert stripped.status_code == 403, "the operator cannot launder an object out of the policy"
+    assert stripped.status_code == 403, stripped.text
 
 
 # --- colliding names ----------------------------------------------------------------------------------

@@ -30,6 +30,13 @@ def log(msg: str) -> None:
     print(f"[harness {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+class KubectlError(subprocess.CalledProcessError):
+    """A failed kubectl call whose message carries kubectl's stderr (the apiserver's reason)."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nstderr: {(self.stderr or '').strip()[-2000:]}"
+
+
 class ClusterError(Fatal):
     pass
 
@@ -143,14 +150,16 @@ class ClusterHandle:
         self, *args: str, check: bool = True, timeout: float = 60, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run the real kubectl (from the binary cache) against this cluster."""
-        return subprocess.run(
+        done = subprocess.run(
             [str(binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
-            check=check,
             capture_output=True,
             text=True,
             timeout=timeout,
             input=input,
         )
+        if check and done.returncode != 0:
+            raise KubectlError(done.returncode, done.args, done.stdout, done.stderr)
+        return done
 
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.paths.log(name)
