@@ -281,6 +281,31 @@ async def test_a_lost_configmap_never_reuses_a_version_the_engines_hold() -> Non
     assert ctx.agents.versions == {"p1": 4, "p2": 4}
 
 
+async def test_a_foreign_configmap_of_that_name_is_never_written_until_annotated_for_adoption() -> None:
+    key = ("ConfigMap", NS, "moe-h200-experts")
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"app.conf": "theirs"},
+               "metadata": {"name": key[2], "namespace": NS, "labels": {"app": "shop"}}}  # fmt: skip
+    ctx = Ctx(Children(objects={key: foreign}), Agents({"p1": 0, "p2": 0}))
+    source, view, s, pods = Prometheus(skewed()), AutoscaleView(), spec(), [pod("p1"), pod("p2")]
+    for t in range(0, 40, 5):
+        assert await evaluate(ctx, s, source, view, T0 + t, pods) == []
+    assert ctx.children.applies == []
+    assert ctx.agents.puts == []
+    assert ctx.children.objects[key]["data"] == {"app.conf": "theirs"}
+    status = view.experts[NP]
+    assert status.reason == "Conflict"
+    assert "ConfigMap ml/moe-h200-experts exists and is not managed by this InferencePool" in status.message
+    assert "semipd.io/adopt=moe" in status.message
+    # The owner opts in: the next sustained imbalance writes the map over it.
+    foreign["metadata"]["annotations"] = {"semipd.io/adopt": NAME}
+    for t in range(40, 70, 5):
+        decisions = await evaluate(ctx, s, source, view, T0 + t, pods)
+        if decisions:
+            break
+    assert [d.action for d in decisions] == ["ExpertRebalance"]
+    assert len(ctx.children.applies) == 1
+
+
 async def test_a_failed_push_shows_in_applied_and_is_retried_next_time() -> None:
     ctx = Ctx(Children(), Agents({"p1": 0, "p2": 0}, refuse={"p2"}))
     source, view, s, pods = Prometheus(skewed()), AutoscaleView(), spec(), [pod("p1"), pod("p2")]

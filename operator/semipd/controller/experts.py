@@ -26,6 +26,7 @@ from semipd.api.v1alpha1 import ExpertPlacementStatus, InferencePoolSpec
 from semipd.context import Actuation, NodePoolFacts, PoolFacts
 from semipd.controller.agents import ready_pod_ips
 from semipd.controller.expertmemory import NodePoolMemory
+from semipd.controller.plan import conflict_with
 from semipd.controller.view import AutoscaleView
 from semipd.desired import experts as desired
 from semipd.desired.owner import Owner
@@ -96,23 +97,31 @@ def _status(
     )
 
 
-async def _load(ctx: Any, owner: Owner, np_name: str, mem: NodePoolMemory) -> None:
-    """Read the version in force back from the ConfigMap (once per operator process)."""
+async def _load(ctx: Any, owner: Owner, np_name: str, mem: NodePoolMemory) -> str | None:
+    """Read the version in force back from the ConfigMap (once per operator process).
+
+    Returns why the ConfigMap must not be written: one of that name exists and is not ours. It is read
+    again on every evaluation until the user renames, deletes or annotates it for adoption.
+    """
     if mem.loaded:
-        return
+        return None
     body = await ctx.children.get(*CONFIGMAP_API, owner.namespace, desired.configmap_name(owner.name, np_name))
+    conflict = conflict_with(body, owner.uid, owner.name)
+    if conflict is not None:
+        return conflict
     mem.loaded = True
     if body is None:
-        return
+        return None
     try:
         stored = desired.read_configmap(body)
     except (FormatError, ValueError, KeyError, TypeError) as err:
         log.warning("ignoring expert ConfigMap of %s/%s %s: %s", owner.namespace, owner.name, np_name, err)
-        return
+        return None
     mem.doc, mem.written_at = stored.doc, stored.written_at
     mem.last_rebalance = _epoch(stored.written_at)
     mem.max_mean_before = _float(stored.doc.extra.get("maxMeanBefore"))
     mem.max_mean_after = _float(stored.doc.extra.get("maxMeanAfter"))
+    return None
 
 
 async def _weight(ctx: Any, source: Any, spec: InferencePoolSpec, np: NodePoolFacts, selector: str) -> FloatArray | str:
@@ -242,7 +251,10 @@ async def _place_node_pool(
         )
         status(mode.value, why)
         return None
-    await _load(ctx, owner, np_.name, mem)
+    conflict = await _load(ctx, owner, np_.name, mem)
+    if conflict is not None:
+        status("Conflict", conflict)
+        return None
     port = spec.engine.ports.admin
     applied = (0, len(ready))
     errors: list[str] = []
