@@ -41,6 +41,7 @@ EXPECTED_CAPS = {
     EngineKind.VLLM_ASCEND: Caps(False, frozenset({Accelerator.ASCEND})),
     EngineKind.MINDIE: Caps(False, frozenset({Accelerator.ASCEND})),
     EngineKind.SIM: Caps(True, frozenset({Accelerator.NVIDIA, Accelerator.ASCEND})),
+    EngineKind.SIM_SEMIPD: Caps(True, frozenset({Accelerator.NVIDIA, Accelerator.ASCEND})),
 }
 
 

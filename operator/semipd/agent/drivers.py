@@ -152,6 +152,38 @@ class SimDriver(Driver):
         return Launch(tuple(out), env)
 
 
+class SimSemiPdDriver(Driver):
+    """`semipd sim-engine --role decode-owner --enable-semi-pd`: the simulated engine as Semi-PD `main` runs,
+    starting its own prefill worker from SEMI_PD_*_SM_PERCENTILE at launch, so a change is a restart."""
+
+    kind = "sim-semipd"
+    switch_mode = RESTART
+    default_split = Split(80, 100)  # Semi-PD main's defaults, as for sglang-semipd
+    default_port = 8000
+    health_path = "/health"
+    _owned_flags = ("--prefill-percent", "--decode-percent", "--worker-id")
+
+    def check_command(self, argv: Sequence[str], run_dir: str) -> list[str]:
+        problems = super().check_command(argv, run_dir)
+        if argv and flag_value(argv, "--role") != "decode-owner":
+            problems.append("the sim-semipd engine command must run `--role decode-owner`")
+        problems += [
+            f"{flag} is set by the agent; remove it from the engine command"
+            for flag in self._owned_flags
+            if has_flag(argv, flag)
+        ]
+        return problems
+
+    def engine_launch(self, argv: Sequence[str], split: Split, run_dir: str, base_env: Mapping[str, str]) -> Launch:
+        args = tuple(argv) if has_flag(argv, "--enable-semi-pd") else (*argv, "--enable-semi-pd")
+        env = _with_env(
+            base_env,
+            run_dir,
+            {SEMI_PD_PREFILL_ENV: str(split.prefill_percent), SEMI_PD_DECODE_ENV: str(split.decode_percent)},
+        )
+        return Launch(args, env)
+
+
 class SglangSemiPdDriver(Driver):
     """Semi-PD `main` (SGLang fork): the engine starts its own P and D schedulers from env at launch."""
 
@@ -221,6 +253,7 @@ DRIVERS: dict[str, Driver] = {
     d.kind: d
     for d in (
         SimDriver(),
+        SimSemiPdDriver(),
         SglangSemiPdDriver(),
         SglangPdmuxDriver(),
         UnsupportedSplitDriver(

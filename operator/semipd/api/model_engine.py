@@ -77,6 +77,11 @@ class EngineKind(StrEnum):
     VLLM_ASCEND = "vllm-ascend"
     MINDIE = "mindie"
     SIM = "sim"
+    SIM_SEMIPD = "sim-semipd"
+
+
+SIMULATED = frozenset({EngineKind.SIM, EngineKind.SIM_SEMIPD})
+"""The simulated engine kinds: they run `semipd sim-engine` from the agent image, no engine image."""
 
 
 class SecretKeyRef(ApiModel):
@@ -165,14 +170,14 @@ class EngineSpec(ApiModel):
 
     __rules__ = (
         Rule(
-            cel="self.kind == 'sim' || has(self.image)",
-            message="image is required unless kind is sim",
-            holds=lambda e: e.kind == EngineKind.SIM or e.image is not None,
+            cel="self.kind in ['sim', 'sim-semipd'] || has(self.image)",
+            message="image is required unless kind is sim or sim-semipd",
+            holds=lambda e: e.kind in SIMULATED or e.image is not None,
         ),
     )
 
     kind: EngineKind = Field(default=EngineKind.SGLANG_SEMIPD, strict=False)
-    """`sglang-semipd` (Semi-PD SGLang fork), `sglang` (upstream SGLang PD-Multiplexing), `vllm`, `vllm-ascend`, `mindie`, or `sim` (the simulated engine)."""
+    """`sglang-semipd` (Semi-PD SGLang fork), `sglang` (upstream SGLang PD-Multiplexing), `vllm`, `vllm-ascend`, `mindie`, `sim` (the simulated engine, standby-swap split changes) or `sim-semipd` (the simulated engine as Semi-PD `main` runs: the split is fixed at launch, a change restarts the engine after a drain)."""
 
     image: str | None = Field(default=None, min_length=1, max_length=1024)
     """Engine container image; the simulated engine defaults to the operator image."""

@@ -33,6 +33,7 @@ from semipd.api.base import (
     Quantity,
 )
 from semipd.api.model_engine import (
+    SIMULATED,
     Architecture,
     EngineKind,
     EngineOverride,
@@ -98,6 +99,7 @@ __all__ = [
     "QUALIFIED_NAME",
     "QUANTITY",
     "SHORT_NAMES",
+    "SIMULATED",
     "SINGULAR",
     "VERSION",
     "Accelerator",

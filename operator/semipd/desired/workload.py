@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from semipd.api.v1alpha1 import Accelerator, EngineKind, NodePool
+from semipd.api.v1alpha1 import SIMULATED, Accelerator, NodePool
 from semipd.desired import names
 from semipd.desired.owner import Owner
 from semipd.engines import wrapper
@@ -115,7 +115,7 @@ def workload(
         "readinessProbe": _agent_probe(parts.readiness_probe, ctx.engine.ports.admin),
         # Liveness asks the agent, not the engine: a busy engine must not be killed mid-batch.
         "livenessProbe": wrapper.agent_liveness_probe(ctx),
-        "securityContext": _restricted(non_root=engine.kind == EngineKind.SIM),
+        "securityContext": _restricted(non_root=engine.kind in SIMULATED),
     }
     init = {
         **wrapper.agent_init_container(settings.operator_image),

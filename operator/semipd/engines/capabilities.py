@@ -59,6 +59,8 @@ CAPABILITIES: dict[EngineKind, EngineCapabilities] = {
     # The simulated engine mirrors the DistServe-branch standby swap on either vendor, and loads expert
     # maps online like SGLang's update_expert_location. The Semi-PD fork (SGLang 0.4.4) predates EPLB.
     EngineKind.SIM: EngineCapabilities(_NVIDIA | _ASCEND, SwitchMode.STANDBY_SWAP, supports_expert_rebalance=True),
+    # The simulated engine launched as Semi-PD `main` is: split from env at launch, changed by a restart.
+    EngineKind.SIM_SEMIPD: EngineCapabilities(_NVIDIA | _ASCEND, SwitchMode.RESTART),
 }
 
 

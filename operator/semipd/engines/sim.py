@@ -1,8 +1,9 @@
-"""`sim`: the simulated semi-PD engine (`semipd sim-engine`), timed by semipd.perf.
+"""`sim` and `sim-semipd`: the simulated semi-PD engine (`semipd sim-engine`), timed by semipd.perf.
 
-The agent starts the prefill workers (standby_swap). The hardware profile comes from the node pool's
-GPU/NPU product label when it names one, else the vendor's default; `engine.args` may override it
-(`--hardware h200`: later flags win).
+`sim`: the agent starts the prefill workers (standby_swap). `sim-semipd`: the engine starts its own
+from env at launch, as Semi-PD `main` does, so a split change is a drained restart. The hardware
+profile comes from the node pool's GPU/NPU product label when it names one, else the vendor's
+default; `engine.args` may override it (`--hardware h200`: later flags win).
 """
 
 from __future__ import annotations
@@ -75,6 +76,22 @@ class SimDriver(EngineDriver):
 
 SIM = SimDriver(
     kind="sim",
+    metrics=SIM_METRICS,
+    health_path="/health",
+    startup_seconds=300,
+)
+
+
+@dataclass(frozen=True)
+class SimSemiPdDriver(SimDriver):
+    """The simulated engine as Semi-PD `main` runs: it starts its own prefill worker from env at launch."""
+
+    def engine_command(self, ctx: EngineContext) -> list[str]:
+        return [*super().engine_command(ctx), "--enable-semi-pd"]
+
+
+SIM_SEMIPD = SimSemiPdDriver(
+    kind="sim-semipd",
     metrics=SIM_METRICS,
     health_path="/health",
     startup_seconds=300,
