@@ -24,7 +24,7 @@ from e2e.operator_process import OperatorProcess, running_operator
 from e2e.poolstatus import condition, get_pool, pool_decisions
 from semipd.controller.agents import ready_pod_ips
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]  # three drained restarts, one at a time
 
 NS = "restart-e2e"
 POOL = "rs"
@@ -47,7 +47,7 @@ MANIFEST = {
         "semiPD": {"initialPrefillPercent": START_PREFILL, "minPrefillPercent": 20, "maxPrefillPercent": 90,
                    "stepPercent": 10, "initialDecodePercent": 100, "minDecodePercent": 100,
                    "maxDecodePercent": 100},
-        "slo": {"ttftP99": "1s", "itlP99": "60ms", "window": "15s"},
+        "slo": {"ttftP99": "200ms", "itlP99": "60ms", "window": "15s"},
         "autoscaling": {"interval": "5s", "scaleDownStabilization": "40s"},
     },
 }  # fmt: skip

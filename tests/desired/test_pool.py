@@ -108,6 +108,10 @@ def test_gpu_deployment_pod_template() -> None:
     assert spec["terminationGracePeriodSeconds"] == 60
     assert cmd[cmd.index("--drain-delay") + 1] == "5"
     assert cmd[cmd.index("--drain-timeout") + 1] == "45"
+    # Restart mode: readiness stays off until the kubelet has seen enough failed probes to drop the pod.
+    probe = engine["readinessProbe"]
+    lame_duck = int(cmd[cmd.index("--restart-drain-seconds") + 1])
+    assert lame_duck >= probe["periodSeconds"] * probe["failureThreshold"]
     assert engine["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 9090, "scheme": "HTTP"}
     assert "tcpSocket" not in engine["startupProbe"]
 

@@ -57,6 +57,13 @@ def _agent_probe(timing_from: dict[str, Any], port: int) -> dict[str, Any]:
     return {"httpGet": {"path": "/readyz", "port": port, "scheme": "HTTP"}, **timing}
 
 
+def restart_lame_duck_s(readiness: dict[str, Any]) -> int:
+    """Restart mode: how long the agent keeps serving with readiness off before it drains and relaunches.
+    The kubelet marks the pod NotReady only after failureThreshold failed probes, one per period, and
+    routers then drop it; a shorter wait sends requests to an engine that is already gone."""
+    return int(readiness.get("periodSeconds", 10)) * int(readiness.get("failureThreshold", 3)) + DRAIN_DELAY_S
+
+
 def token_hash(token: str) -> str:
     """A short digest of the agent token: a pod-template annotation, so a rotated token rolls the pods."""
     return hashlib.sha256(token.encode()).hexdigest()[:16]
@@ -90,12 +97,15 @@ def workload(
             {"name": "CUDA_MPS_PIPE_DIRECTORY", "value": MPS_PIPE_DIR},
             {"name": "CUDA_MPS_LOG_DIRECTORY", "value": MPS_LOG_DIR},
         ]
+    readiness = _agent_probe(parts.readiness_probe, ctx.engine.ports.admin)
     command = [
         "python3",
         AGENT_PYZ,
         *wrapper.agent_args(driver, ctx),
         "--drain-delay",
         str(DRAIN_DELAY_S),
+        "--restart-drain-seconds",
+        str(restart_lame_duck_s(readiness)),
         "--drain-timeout",
         str(max(5, grace - DRAIN_DELAY_S - 10)),
         "--",
@@ -112,7 +122,7 @@ def workload(
         # Readiness and start-up ask the agent's /readyz: it is off while the engine starts, while
         # the agent drains, and during a restart-mode split change (the engine's own health is not).
         "startupProbe": _agent_probe(parts.startup_probe, ctx.engine.ports.admin),
-        "readinessProbe": _agent_probe(parts.readiness_probe, ctx.engine.ports.admin),
+        "readinessProbe": readiness,
         # Liveness asks the agent, not the engine: a busy engine must not be killed mid-batch.
         "livenessProbe": wrapper.agent_liveness_probe(ctx),
         "securityContext": _restricted(non_root=engine.kind in SIMULATED),
