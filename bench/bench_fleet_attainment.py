@@ -328,7 +328,8 @@ def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, d
         "- SLO-aware controllers (ours, Semi-PD paper/code, Dynamo-style planner, HPA) are run once per scale"
         " and told its SLO; Dynamo and HPA scale replicas (1-8, start at 2), all others hold 8 GPUs.",
         f"- Settings for 2 shared cores: the first {DURATION_S:.0f} s of arrivals of conv, code and Mooncake"
-        f" (prefix caching, prefix-aware routing), mix-shift {common.MIX_SHIFT_S:.0f} s (chat <-> Mooncake documents, 5 % -> 50 % -> 5 %);"
+        f" (prefix caching, prefix-aware routing), mix-shift {common.MIX_SHIFT_S:.0f} s"
+        " (chat <-> Mooncake documents, 5 % -> 50 % -> 5 %);"
         f" rates (req/s) {'; '.join(f'{t} ' + ', '.join(f'{r:g}' for r in rs) for t, rs in RATES.items())};"
         f" {common.WORKERS} worker processes.",
         "- Max rate = highest rate with attainment >= 90 % (interpolated; '>=' when every grid rate passes).",
