@@ -11,6 +11,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
   smaller decode share. With no feasible candidate the pod moves to the least predicted ITL.
 - A switch happens only when its predicted gain (requests that meet TTFT over the time the split
   is held) beats its cost for the engine's switch mode (requests exposed while it switches).
+- A calm pod with ITL to spare even at a burst takes more prefill share anyway (standby swap only):
+  the window's p99 sees a burst a window late (BurstReserve).
 - Restart mode is lossless: at most one pod per node pool restarts at a time, only while every
   other pod is Ready, and only while the other pods' SLO capacity covers the load.
 """
@@ -51,6 +53,14 @@ estimate)."""
 CANARY_GAIN = 0.05
 """A move below every decode share measured to meet ITL must be urgent or promise at least this much
 more predicted TTFT attainment: its risk is a whole window's ITL for the pool (estimate)."""
+RESERVE_RATE = 1.5
+RESERVE_ITL = 0.75
+"""A move that buys prefill headroom for a burst (no gain at today's rate) must keep the predicted ITL
+under this fraction of the SLO at RESERVE_RATE x the projected rate: it is discretionary, and the mix
+can shift under it (long documents contend more than chat; at 0.9 x SLO the mix-shift trace at ITL
+50 ms broke ITL after such moves: 75.4 % vs 85.1 % without them; estimate)."""
+RESERVE_MIN = 0.02
+"""... and grant at least this much more contended prefill share (a grid step at decode 40-50 % is ~0.02)."""
 HOLD_COST_MULTIPLE = 5.0
 """A switch's gain is counted over at least this many of its own durations (cooldown is 3)."""
 
@@ -190,6 +200,8 @@ def _propose(
         urgent, reason = True, "TTFTOverSLO"
     elif att - cur_att >= MIN_GAIN and gain > cost:
         urgent, reason = False, "PredictedGain" if grow <= 1.0 else "RisingLoad"
+    elif _reserve(pinned, current, best, ahead, run.itl_slo * RESERVE_ITL, ctx.restart or measured_tight):
+        urgent, reason = False, "BurstReserve"
     else:
         return None
     details = {
@@ -212,9 +224,20 @@ def _propose(
     prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
     canary = seen.explores(best)
-    if canary and not urgent and att - cur_att < CANARY_GAIN:
+    if canary and not urgent and reason != "BurstReserve" and att - cur_att < CANARY_GAIN:
         return _propose(run, ctx, est, pod, grow, canary=False)
     return _Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary)
+
+
+def _reserve(est: Estimator, current: tuple[int, int], best: tuple[int, int], rate: float, itl_room: float,
+             ruled_out: bool) -> bool:  # fmt: skip
+    """A standby-swap move worth making with no predicted gain at today's rate: with ITL to spare even at
+    a burst, more prefill share now is what meets TTFT when the burst comes (the window's p99 sees it a
+    window late). Never in restart mode (the drain is the cost) or with a measured ITL near the SLO."""
+    if ruled_out:
+        return False
+    more = _prefill_rank(best)[0] - _prefill_rank(current)[0]
+    return more >= RESERVE_MIN and est.itl(*best, rate * RESERVE_RATE) <= itl_room
 
 
 def _pod_capacity(est: Estimator, pod: PodObservation) -> float:
