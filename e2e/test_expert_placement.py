@@ -114,7 +114,7 @@ def gauge(cluster: Any, name: str) -> dict[str, float]:
 def observed_balancedness(cluster: Any, window: str) -> dict[str, float]:
     """Per pod, the mean over layers of mean/max device tokens over `window`, from the device counters."""
     selector = f'{{namespace="{NS}",pod=~"{POOL}-{NODE_POOL}-.*"}}'
-    rate = f"sum by (pod, layer, device) (rate(semipd_sim:expert_device_tokens_total{selector}[{window}]))"
+    rate = f"sum by (pod, layer, device) (rate(semipd_sim_expert_device_tokens_total{selector}[{window}]))"
     return prom(cluster, f"avg by (pod) (avg by (pod, layer) ({rate}) / max by (pod, layer) ({rate}))")
 
 
@@ -165,12 +165,12 @@ def test_skewed_load_writes_version_1_and_every_engine_applies_it(
     _, load = fleet
     # Before: the trivial map on a Zipf-1.4 load is far from balanced, on every pod, in Prometheus.
     before = wait_until(
-        lambda: (g := gauge(cluster, "semipd_sim:expert_balancedness")) and len(g) == 2 and g,
+        lambda: (g := gauge(cluster, "semipd_sim_expert_balancedness")) and len(g) == 2 and g,
         timeout=60,
         what="balancedness of both engines in Prometheus",
     )
     assert all(v < 0.8 for v in before.values()), before
-    versions = gauge(cluster, "semipd_sim:expert_placement_version")
+    versions = gauge(cluster, "semipd_sim_expert_placement_version")
     assert len(versions) == 2, versions
     assert all(v == 0 for v in versions.values()), versions
     observed_before = wait_until(
@@ -209,7 +209,7 @@ def test_skewed_load_writes_version_1_and_every_engine_applies_it(
 
     # Every engine reports version 1: its own metric in Prometheus and its agent's GET /v1/experts.
     wait_until(
-        lambda: (v := gauge(cluster, "semipd_sim:expert_placement_version")) and len(v) == 2
+        lambda: (v := gauge(cluster, "semipd_sim_expert_placement_version")) and len(v) == 2
         and all(x == 1 for x in v.values()),
         timeout=30,
         what="both engines at placement version 1 in Prometheus",
@@ -240,7 +240,7 @@ def test_skewed_load_writes_version_1_and_every_engine_applies_it(
 
     # After: the engines' balancedness in Prometheus is up, both the map's (gauge) and the one the
     # device counters measure over a window that starts after the switch.
-    after = gauge(cluster, "semipd_sim:expert_balancedness")
+    after = gauge(cluster, "semipd_sim_expert_balancedness")
     assert len(after) == 2
     for pod, value in after.items():
         assert value > before[pod] + 0.1, (pod, before[pod], value)
@@ -283,7 +283,7 @@ def test_the_version_survives_an_operator_restart(cluster: Any, fleet: tuple[Ope
     assert status["lastRebalance"] == written
     assert status["applied"] == "2/2", status
     assert status["reason"] in ("Balanced", "RebalanceIntervalNotElapsed"), status
-    versions = gauge(cluster, "semipd_sim:expert_placement_version")
+    versions = gauge(cluster, "semipd_sim_expert_placement_version")
     assert len(versions) == 2, versions
     assert all(v == 1 for v in versions.values()), versions
     assert load.failures() == []

@@ -307,9 +307,9 @@ def test_rules_and_dashboard_queries_evaluate_on_real_prometheus(cluster: Any, i
     pool_var = next(v["query"]["query"] for v in board["templating"]["list"] if v["name"] == "pool")
     listed = cluster.prometheus_query(grafana_to_promql(pool_var, namespace=POOL_NS))
     assert {"semipd_io_pool": name} in [s["metric"] for s in listed], listed
-    split = next(q for q in dashboard_queries(board) if "prefill_percent" in q)
+    split = next(q for q in dashboard_queries(board) if "prefill_share_ratio" in q)
     shares = cluster.prometheus_query(grafana_to_promql(split, namespace=POOL_NS, pool=name))
-    assert sorted(float(s["value"][1]) for s in shares) == [50.0, 50.0], shares
+    assert sorted(float(s["value"][1]) for s in shares) == [0.5, 0.5], shares  # a ratio, not a percent
     cluster.kubectl("delete", CRD, name, "-n", POOL_NS, "--wait=true", "--timeout=60s")
 
 

@@ -131,8 +131,8 @@ def test_rotated_token_file_takes_effect(pod: LocalPod) -> None:
 
 def test_metrics_expose_split_and_counters(shared_pod: LocalPod) -> None:
     text = shared_pod.metrics_text()
-    assert "semipd_agent_prefill_percent 50.0" in text
-    assert "semipd_agent_decode_percent 100.0" in text
+    assert "semipd_agent_prefill_share_ratio 0.5" in text
+    assert "semipd_agent_decode_share_ratio 1.0" in text
     assert 'semipd_agent_info{engine="sim",switch_mode="standby_swap"} 1.0' in text
     assert "# TYPE semipd_agent_switch_duration_seconds histogram" in text
 

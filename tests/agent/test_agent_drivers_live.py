@@ -37,7 +37,7 @@ def restart_pod(pod_factory: Callable[..., LocalPod], env: dict[str, str] | None
 
 def test_restart_mode_relaunches_engine_with_new_env(pod_factory: Callable[..., LocalPod]) -> None:
     pod = restart_pod(pod_factory)
-    assert gauge(pod.engine_metrics_text(), "semipd_sim:prefill_percent") == 60
+    assert gauge(pod.engine_metrics_text(), "semipd_sim_prefill_share_ratio") == 0.6
     first_engine = pod.pids()["engine"]
     status, body = pod.put_split(40, 90, wait=False)
     assert status == 202
@@ -56,8 +56,8 @@ def test_restart_mode_relaunches_engine_with_new_env(pod_factory: Callable[..., 
     assert body["switchesTotal"] == 1
     assert pod.pids()["engine"] != first_engine
     text = pod.engine_metrics_text()
-    assert gauge(text, "semipd_sim:prefill_percent") == 40
-    assert gauge(text, "semipd_sim:decode_percent") == 90
+    assert gauge(text, "semipd_sim_prefill_share_ratio") == 0.4
+    assert gauge(text, "semipd_sim_decode_share_ratio") == 0.9
     log = pod.log_tail(200)
     assert "--enable-semi-pd" in log  # the driver adds the flag
     assert "nvidia-cuda-mps-control not found on PATH; not starting the MPS control daemon" in log
@@ -70,7 +70,7 @@ def test_restart_mode_rolls_back_when_relaunch_fails(pod_factory: Callable[..., 
     assert "relaunched with the previous split 60/100" in body["error"]
     assert body["prefillPercent"] == 60
     assert body["state"] == "running"
-    assert gauge(pod.engine_metrics_text(), "semipd_sim:prefill_percent") == 60
+    assert gauge(pod.engine_metrics_text(), "semipd_sim_prefill_share_ratio") == 0.6
     assert gauge(pod.metrics_text(), "semipd_agent_failed_switches_total") == 1
 
 
@@ -137,4 +137,4 @@ def test_restart_mode_drains_in_flight_requests_before_the_relaunch(pod_factory:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert pod.pids()["engine"] != first_engine
-    assert gauge(pod.engine_metrics_text(), "semipd_sim:prefill_percent") == 40
+    assert gauge(pod.engine_metrics_text(), "semipd_sim_prefill_share_ratio") == 0.4

@@ -48,7 +48,7 @@ def trivial() -> np.ndarray:
 
 def engine_gauges(pod: LocalPod) -> dict[str, float]:
     families = text_string_to_metric_families(pod.engine_metrics_text())
-    return {f.name: f.samples[0].value for f in families if f.name.startswith("semipd_sim:expert_") and f.samples}
+    return {f.name: f.samples[0].value for f in families if f.name.startswith("semipd_sim_expert_") and f.samples}
 
 
 def agent_metric(pod: LocalPod, name: str) -> float:
@@ -168,9 +168,9 @@ def test_a_new_map_is_in_force_after_put_and_balancedness_rises(moe_pod: LocalPo
     assert doc["changed"] is True
     assert doc["version"] == current + 1
     after = engine_gauges(moe_pod)
-    assert after["semipd_sim:expert_placement_version"] == current + 1
-    assert after["semipd_sim:expert_balancedness"] > before["semipd_sim:expert_balancedness"] + 0.2
-    assert after["semipd_sim:expert_max_over_mean"] < 1.3 < before["semipd_sim:expert_max_over_mean"]
+    assert after["semipd_sim_expert_placement_version"] == current + 1
+    assert after["semipd_sim_expert_balancedness"] > before["semipd_sim_expert_balancedness"] + 0.2
+    assert after["semipd_sim_expert_max_over_mean"] < 1.3 < before["semipd_sim_expert_max_over_mean"]
     assert agent_metric(moe_pod, "semipd_agent_expert_placement_version") == current + 1
     assert agent_metric(moe_pod, "semipd_agent_expert_rebalances_total") >= 1
     # The same version again is a no-op; an older one or the same version with another map conflicts.

@@ -60,10 +60,10 @@ async def test_failed_switches_roll_back_and_report_why(pod_factory: Callable[..
         text = pod.metrics_text()
         assert metric(text, "semipd_agent_failed_switches_total") == 2
         assert metric(text, "semipd_agent_switches_total") == 0
-        assert metric(text, "semipd_agent_prefill_percent") == 50
+        assert metric(text, "semipd_agent_prefill_share_ratio") == 0.5
 
         # The engine kept the old share throughout, and a healthy switch still works.
-        assert "semipd_sim:prefill_percent 50.0" in pod.engine_metrics_text()
+        assert "semipd_sim_prefill_share_ratio 0.5" in pod.engine_metrics_text()
         status, body = await asyncio.to_thread(pod.put_split, 60)
         assert status == 200, body
         assert body["prefillPercent"] == 60
@@ -108,7 +108,7 @@ async def test_worker_killed_mid_batch_is_replaced_and_its_requests_complete(
     assert split["activeWorker"]["pid"] != victim["pid"]
     assert split["prefillPercent"] == 10
     engine = pod.engine_metrics_text()
-    requeued = next(ln for ln in engine.splitlines() if ln.startswith("semipd_sim:requeued_requests_total"))
+    requeued = next(ln for ln in engine.splitlines() if ln.startswith("semipd_sim_requeued_requests_total"))
     assert float(requeued.split()[1]) >= 1
     assert metric(pod.metrics_text(), "semipd_agent_worker_restarts_total") == 1
 

@@ -21,14 +21,14 @@ def parsed(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
 
 def test_agent_metrics_render_as_valid_prometheus_text() -> None:
     m = AgentMetrics("sim", "standby_swap")
-    m.prefill_percent.set(60)
-    m.decode_percent.set(100)
+    m.prefill_share.set(0.6)
+    m.decode_share.set(1.0)
     m.switches.inc()
     m.switch_duration.observe(0.3)
     m.switch_duration.observe(7.0)
     m.switch_duration.observe(1e6)
     s = parsed(m.render())
-    assert s["semipd_agent_prefill_percent"][()] == 60
+    assert s["semipd_agent_prefill_share_ratio"][()] == 0.6
     assert s["semipd_agent_switches_total"][()] == 1
     assert s["semipd_agent_failed_switches_total"][()] == 0
     assert s["semipd_agent_info"][(("engine", "sim"), ("switch_mode", "standby_swap"))] == 1

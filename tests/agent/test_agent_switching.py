@@ -87,18 +87,18 @@ async def test_200_switches_under_streaming_load_lose_nothing(pod_factory: Calla
     engine = pod.engine_metrics_text()
     assert value(engine, "sglang:num_requests_total", model_name="llama-3-8b") == len(results)
     assert value(engine, "sglang:generation_tokens_total", model_name="llama-3-8b") == sum(r.tokens for r in results)
-    assert value(engine, "semipd_sim:aborted_requests_total", 0.0, model_name="llama-3-8b") == 0
+    assert value(engine, "semipd_sim_aborted_requests_total", 0.0, model_name="llama-3-8b") == 0
     last_prefill = PREFILL_CYCLE[(SWITCHES - 1) % len(PREFILL_CYCLE)]
     last_decode = 100 if ((SWITCHES - 1) // 4) % 2 == 0 else 90
-    assert value(engine, "semipd_sim:prefill_percent") == last_prefill
-    assert value(engine, "semipd_sim:decode_percent") == last_decode
+    assert value(engine, "semipd_sim_prefill_share_ratio") == last_prefill / 100
+    assert value(engine, "semipd_sim_decode_share_ratio") == last_decode / 100
 
     agent = pod.metrics_text()
     assert value(agent, "semipd_agent_switches_total") == SWITCHES
     assert value(agent, "semipd_agent_failed_switches_total") == 0
     assert value(agent, "semipd_agent_switch_duration_seconds_count") == SWITCHES
-    assert value(agent, "semipd_agent_prefill_percent") == last_prefill
-    assert value(agent, "semipd_agent_decode_percent") == last_decode
+    assert value(agent, "semipd_agent_prefill_share_ratio") == last_prefill / 100
+    assert value(agent, "semipd_agent_decode_share_ratio") == last_decode / 100
     assert value(agent, "semipd_agent_worker_restarts_total") == 0
 
     status, split = pod.admin("GET", "/v1/split")

@@ -176,15 +176,15 @@ def test_operator_metrics_used_exist_or_are_the_documented_contract() -> None:
 
 
 def test_split_series_exist_in_agent_and_sim_metrics() -> None:
-    assert AgentMetrics("sim", "standby_swap").prefill_percent.name == AGENT_SPLIT
+    assert AgentMetrics("sim", "standby_swap").prefill_share.name == AGENT_SPLIT
     assert SIM_SPLIT in SIM_METRICS.extra.values()
 
 
 def test_dashboard_has_the_panels_per_pool() -> None:
     board = dashboard()
     titles = [p["title"] for p in board["panels"]]
-    for needed in ("time to first token vs SLO", "inter-token latency vs SLO", "Prefill share", "replicas by node pool",
-                   "decisions"):  # fmt: skip
+    for needed in ("time to first token vs SLO", "inter-token latency vs SLO", "Prefill and decode share",
+                   "replicas by node pool", "decisions"):  # fmt: skip
         assert any(needed.lower() in t.lower() for t in titles), needed
     variables = {v["name"] for v in board["templating"]["list"]}
     assert variables == {"datasource", "namespace", "pool"}

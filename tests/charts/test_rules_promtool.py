@@ -82,7 +82,8 @@ def test_every_dashboard_query_is_promql_naming_only_exported_series(promtool: s
 
     import semipd.controller.metrics  # noqa: F401  (registers the operator's metrics)
     from semipd.agent.agentmetrics import AgentMetrics
-    from semipd.packaging import PENDING_OPERATOR_METRICS, SIM_SPLIT, dashboard, dashboard_queries, grafana_to_promql
+    from semipd.packaging import PENDING_OPERATOR_METRICS, dashboard, dashboard_queries, grafana_to_promql
+    from semipd.packaging.families import SIM_DECODE, SIM_SPLIT
 
     queries = [grafana_to_promql(q) for q in dashboard_queries(dashboard())]
     # Valid PromQL: promtool parses each as the expression of a recording rule.
@@ -98,8 +99,8 @@ def test_every_dashboard_query_is_promql_naming_only_exported_series(promtool: s
     agent_metrics = AgentMetrics("sim", "standby_swap")
     rendered = agent_metrics.render()
     agent = {m.group(1) for m in re.finditer(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)[{ ]", rendered, re.M)}
-    agent |= {agent_metrics.prefill_percent.name, agent_metrics.decode_percent.name}  # gauges render once set
-    known = operator | agent | {SIM_SPLIT, "up"} | engine_series() | set(PENDING_OPERATOR_METRICS)
+    agent |= {agent_metrics.prefill_share.name, agent_metrics.decode_share.name}  # gauges render once set
+    known = operator | agent | {SIM_SPLIT, SIM_DECODE, "up"} | engine_series() | set(PENDING_OPERATOR_METRICS)
     for q in queries:
         named = set(re.findall(r"(?<![\w:])([a-zA-Z_:][a-zA-Z0-9_:]*)[{[]", q))
         assert named, q
@@ -113,3 +114,47 @@ def test_dashboard_shares_its_crosshair_and_shows_agent_switch_durations() -> No
     assert board["graphTooltip"] == 1
     (switch,) = [p for p in board["panels"] if "switch duration" in p["title"]]
     assert all("semipd_agent_switch_duration_seconds_bucket" in t["expr"] for t in switch["targets"])
+
+
+def test_dashboard_annotates_split_scale_and_placement_decisions_and_shows_kv_and_expert_panels() -> None:
+    from semipd.packaging import dashboard
+
+    board = dashboard()
+    notes = {a["name"]: a["expr"] for a in board["annotations"]["list"]}
+    assert set(notes) == {"Split changes", "Replica scaling", "Placement (KV cache, experts)"}
+    assert 'action=~"SplitChange"' in notes["Split changes"]
+    assert "ScaleOut" in notes["Replica scaling"]
+    assert "ScaleIn" in notes["Replica scaling"]
+    assert "KVPlacement" in notes["Placement (KV cache, experts)"]
+    assert "ExpertRebalance" in notes["Placement (KV cache, experts)"]
+    assert all(a["textFormat"] == "{{reason}}" for a in board["annotations"]["list"])
+    titles = {p["title"]: p for p in board["panels"]}
+    (split,) = [p for t, p in titles.items() if t.startswith("Prefill and decode share")]
+    assert split["fieldConfig"]["defaults"]["unit"] == "percentunit"  # shares are ratios in 0-1
+    assert [t["legendFormat"].split()[0] for t in split["targets"]] == ["prefill", "decode"]
+    assert any("KV-cache" in t for t in titles)
+    assert any("Expert load imbalance" in t for t in titles)
+
+
+def test_renamed_metrics_are_gone_from_every_exporter_rule_and_panel() -> None:
+    from prometheus_client import generate_latest
+
+    from semipd.agent.agentmetrics import AgentMetrics
+    from semipd.packaging import dashboard, dashboard_queries
+    from semipd.packaging.families import RENAMED_METRICS
+    from semipd.sim.engine.metrics import EngineMetrics
+
+    rules = (ROOT / "charts/semipd-operator/files/prometheus-rules.yaml").read_text()
+    agent = AgentMetrics("sim", "standby_swap")
+    agent.prefill_share.set(0.5)
+    agent.decode_share.set(1.0)
+    engine = EngineMetrics("m", [[0.5, 0.5]])
+    engine.prefill_share.set(0.5)
+    exported = agent.render() + generate_latest(engine.registry).decode()
+    for old, new in RENAMED_METRICS.items():
+        assert old not in rules, old
+        assert not any(old in q for q in dashboard_queries(dashboard())), old
+        assert old not in exported, old
+        assert new in exported, new
+    assert "semipd_sim:" not in exported  # colons are for recording rules
+    assert "semipd_agent_prefill_share_ratio 0.5" in exported

@@ -211,7 +211,7 @@ async def test_sustained_imbalance_writes_version_1_and_pushes_it_to_every_ready
         assert await evaluate(ctx, s, source, view, T0 + t, pods) == []
         assert view.experts[NP].reason in ("ImbalancePending", "NoImbalanceData")
     assert 'namespace="ml",pod=~"p1|p2"' in source.queries[0]
-    assert "increase(semipd_sim:expert_tokens_total" in source.queries[0]
+    assert "increase(semipd_sim_expert_tokens_total" in source.queries[0]
     assert "[20s]" in source.queries[0]
     assert ctx.children.applies == []
     decisions = await evaluate(ctx, s, source, view, T0 + 20, pods)

@@ -364,7 +364,7 @@ def test_metric_names_per_engine() -> None:
         "npu_cache_usage_perc",
     )
     assert sim.ttft == sg.ttft
-    assert sim.extra["prefill_percent"] == "semipd_sim:prefill_percent"
+    assert sim.extra["prefill_percent"] == "semipd_sim_prefill_share_ratio"
     assert vl.itl_buckets[0] == 0.01
 
 

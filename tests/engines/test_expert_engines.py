@@ -28,7 +28,7 @@ def test_sim_command_carries_the_redundant_slots_only_with_placement_enabled() -
 
 def test_expert_load_query_is_the_simulators_counter_increase() -> None:
     q = get_driver("sim").metrics.expert_load("20s", 'namespace="ml",pod=~"a|b"')
-    assert q == ('sum by (layer, expert) (increase(semipd_sim:expert_tokens_total{namespace="ml",pod=~"a|b"}[20s]))')
+    assert q == ('sum by (layer, expert) (increase(semipd_sim_expert_tokens_total{namespace="ml",pod=~"a|b"}[20s]))')
     with pytest.raises(ValueError, match="bad PromQL range"):
         get_driver("sim").metrics.expert_load("20 s")
     for kind in ("vllm", "vllm-ascend", "sglang-semipd", "mindie"):

@@ -104,20 +104,20 @@ def test_metrics_export_device_load_version_and_balancedness(hits: list[list[flo
     families = {f.name: f for f in text_string_to_metric_families(generate_latest(metrics.registry).decode())}
     devices = {
         (s.labels["layer"], s.labels["device"]): s.value
-        for s in families["semipd_sim:expert_device_tokens"].samples
+        for s in families["semipd_sim_expert_device_tokens"].samples
         if s.name.endswith("_total")
     }
     assert len(devices) == LAYERS * DEVICES
     assert devices[("0", "1")] == pytest.approx(float(p.device_tokens(300.0)[0, 1]))
     assert sum(v for (layer, _), v in devices.items() if layer == "2") == pytest.approx(300.0 * K)
-    assert families["semipd_sim:expert_placement_version"].samples[0].value == 1
-    assert families["semipd_sim:expert_balancedness"].samples[0].value == pytest.approx(p.balancedness())
-    assert families["semipd_sim:expert_max_over_mean"].samples[0].value == pytest.approx(p.worst_max_over_mean())
-    assert [s.value for s in families["semipd_sim:expert_rebalances"].samples if s.name.endswith("_total")] == [1]
+    assert families["semipd_sim_expert_placement_version"].samples[0].value == 1
+    assert families["semipd_sim_expert_balancedness"].samples[0].value == pytest.approx(p.balancedness())
+    assert families["semipd_sim_expert_max_over_mean"].samples[0].value == pytest.approx(p.worst_max_over_mean())
+    assert [s.value for s in families["semipd_sim_expert_rebalances"].samples if s.name.endswith("_total")] == [1]
 
 
 def test_without_a_placement_only_the_expert_counters_are_exported(hits: list[list[float]]) -> None:
     text = generate_latest(EngineMetrics("m", hits).registry).decode()
-    assert "semipd_sim:expert_tokens_total" in text
-    assert "semipd_sim:expert_device_tokens" not in text
-    assert "semipd_sim:expert_placement_version" not in text
+    assert "semipd_sim_expert_tokens_total" in text
+    assert "semipd_sim_expert_device_tokens" not in text
+    assert "semipd_sim_expert_placement_version" not in text

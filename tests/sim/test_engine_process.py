@@ -96,7 +96,7 @@ async def test_metrics_use_sglang_names_buckets_and_counts(pod_factory: Callable
     assert sample(fams, "sglang:max_total_num_tokens", "sglang:max_total_num_tokens", **gauge_labels) == (
         lm.kv_capacity_tokens()
     )
-    assert sample(fams, "semipd_sim:prefill_percent", "semipd_sim:prefill_percent") == 50
+    assert sample(fams, "semipd_sim_prefill_share_ratio", "semipd_sim_prefill_share_ratio") == 0.5
 
     # Latencies are reported in model seconds (wall x speedup): at least the model's prefill time,
     # at most what the clients measured (which includes HTTP) scaled back to model time.
@@ -159,7 +159,7 @@ async def test_moe_models_count_tokens_per_expert(
         results = await asyncio.gather(*(stream_completion(session, pod.engine_url, p, m) for p, m in shapes))
     assert all(r.ok for r in results)
     fams = families(pod.engine_metrics_text())
-    samples = fams["semipd_sim:expert_tokens"]
+    samples = fams["semipd_sim_expert_tokens"]
     layers = {lab["layer"] for _, lab, _ in samples}
     assert len(layers) == 48
     assert len(samples) == 48 * 128

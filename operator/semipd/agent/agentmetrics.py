@@ -12,8 +12,8 @@ class AgentMetrics:
     def __init__(self, engine: str, switch_mode: str) -> None:
         self.registry = Registry()
         self.info = Gauge("semipd_agent_info", "Engine kind and switch mode of this pod (always 1).")
-        self.prefill_percent = Gauge("semipd_agent_prefill_percent", "Prefill compute share in force (percent).")
-        self.decode_percent = Gauge("semipd_agent_decode_percent", "Decode compute share in force (percent).")
+        self.prefill_share = Gauge("semipd_agent_prefill_share_ratio", "Prefill compute share in force (0-1).")
+        self.decode_share = Gauge("semipd_agent_decode_share_ratio", "Decode compute share in force (0-1).")
         self.switches = Counter("semipd_agent_switches_total", "Completed split changes.")
         self.failed_switches = Counter(
             "semipd_agent_failed_switches_total", "Split changes that failed and were rolled back."
@@ -43,8 +43,8 @@ class AgentMetrics:
         )
         for metric in (
             self.info,
-            self.prefill_percent,
-            self.decode_percent,
+            self.prefill_share,
+            self.decode_share,
             self.switches,
             self.failed_switches,
             self.switch_duration,

@@ -90,8 +90,8 @@ class Supervisor:
                 log.error("background task failed", exc_info=exc)
 
     def _publish_split(self) -> None:
-        self.metrics.prefill_percent.set(self.split.prefill_percent)
-        self.metrics.decode_percent.set(self.split.decode_percent)
+        self.metrics.prefill_share.set(self.split.prefill_percent / 100.0)
+        self.metrics.decode_share.set(self.split.decode_percent / 100.0)
 
     def _record_error(self, message: str, requested: Split | None) -> None:
         self.last_error = {

@@ -26,9 +26,9 @@ SIM_METRICS = replace(
     SGLANG_044_METRICS,
     extra={
         **SGLANG_044_METRICS.extra,
-        "prefill_percent": "semipd_sim:prefill_percent",
-        "decode_percent": "semipd_sim:decode_percent",
-        "expert_tokens_total": "semipd_sim:expert_tokens_total",
+        "prefill_percent": "semipd_sim_prefill_share_ratio",
+        "decode_percent": "semipd_sim_decode_share_ratio",
+        "expert_tokens_total": "semipd_sim_expert_tokens_total",
         # Upstream SGLang's name (--collect-tokens-histogram); the Semi-PD fork (0.4.4) has none.
         "prompt_tokens_histogram": "sglang:prompt_tokens_histogram",
     },

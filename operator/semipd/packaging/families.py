@@ -38,9 +38,19 @@ OPERATOR_METRICS = {
 PENDING_OPERATOR_METRICS = {
     "semipd_slo_target_seconds": "gauge {namespace, pool, slo=ttft|itl}: the pool's spec.slo target in seconds",
 }
-AGENT_SPLIT = "semipd_agent_prefill_percent"
+AGENT_SPLIT = "semipd_agent_prefill_share_ratio"
+AGENT_DECODE = "semipd_agent_decode_share_ratio"
 AGENT_SWITCH_SECONDS = "semipd_agent_switch_duration_seconds"
-SIM_SPLIT = "semipd_sim:prefill_percent"
+SIM_SPLIT = "semipd_sim_prefill_share_ratio"
+SIM_DECODE = "semipd_sim_decode_share_ratio"
+RENAMED_METRICS = {
+    "semipd_agent_prefill_percent": AGENT_SPLIT,
+    "semipd_agent_decode_percent": AGENT_DECODE,
+    "semipd_sim:prefill_percent": SIM_SPLIT,
+    "semipd_sim:decode_percent": SIM_DECODE,
+}
+"""Names gone in v1alpha1 (no alias is exported): shares are ratios in 0-1, and colons are for recording
+rules only (every other `semipd_sim:` series became `semipd_sim_`)."""
 
 
 # --- engine metric families ------------------------------------------------------------------------

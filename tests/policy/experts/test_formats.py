@@ -145,7 +145,7 @@ def test_the_simulated_engines_exposition_parses_into_the_weight_matrix() -> Non
     assert metrics.experts is not None
     metrics.experts.routed_tokens = 1000
     text = generate_latest(metrics.registry).decode()
-    assert "semipd_sim:expert_tokens_total{" in text
+    assert "semipd_sim_expert_tokens_total{" in text
     assert f.parse_expert_counters(text).tolist() == [[500.0, 250.0, 250.0], [100.0, 600.0, 300.0]]
     assert f.parse_expert_counters(text, model_name="m").shape == (2, 3)
     with pytest.raises(f.FormatError, match="no expert load samples"):

@@ -6,7 +6,7 @@ arguments), vllm-ascend's expert-map JSON (`moe_layer_count`, `layer_list[].devi
 .device_expert`, one row per MoE layer), and our own versioned envelope that carries the
 placement with its provenance. `configmap_data` bundles all three for one pool.
 
-In: the Prometheus text exposition of `semipd_sim:expert_tokens_total{layer,expert}` (or any
+In: the Prometheus text exposition of `semipd_sim_expert_tokens_total{layer,expert}` (or any
 per-(layer, expert) samples, e.g. a PromQL `increase(...)` vector) into the [layers, experts]
 weight matrix the placement policies take.
 """
@@ -26,7 +26,7 @@ from semipd.policy.experts.layout import FloatArray, IntArray
 FORMAT = "semipd.io/expert-placement"
 FORMAT_VERSION = 1
 """Schema version of the envelope; bump on incompatible changes."""
-SIM_EXPERT_COUNTER = "semipd_sim:expert_tokens_total"
+SIM_EXPERT_COUNTER = "semipd_sim_expert_tokens_total"
 
 PLACEMENT_KEY = "placement.json"
 SGLANG_KEY = "sglang-init-expert-location.json"

@@ -1,6 +1,6 @@
 """Prometheus metrics of the simulated engine under SGLang 0.4.4 names and bucket edges (Semi-PD fork).
 
-Also `semipd_sim:*` series that only the simulator has (shares in force, speedup, per-expert token
+Also `semipd_sim_*` series that only the simulator has (shares in force, speedup, per-expert token
 counters for MoE models and per-device load under the expert map in force, computed at scrape time
 from the routed-token total).
 """
@@ -30,9 +30,9 @@ PROMPT_TOKENS_BUCKETS = tuple(float(2**k) for k in range(7, 21))
 
 
 class ExpertCollector(Collector):
-    """semipd_sim:expert_tokens_total{layer,expert}: routed tokens x per-layer hit probability.
+    """semipd_sim_expert_tokens_total{layer,expert}: routed tokens x per-layer hit probability.
 
-    With a placement (an EP layout over devices): semipd_sim:expert_device_tokens_total{layer,device}
+    With a placement (an EP layout over devices): semipd_sim_expert_device_tokens_total{layer,device}
     under the maps in force over time, and the map in force's version, SGLang balancedness (mean over
     layers of mean/max device load) and worst-layer max/mean.
     """
@@ -50,7 +50,7 @@ class ExpertCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         family = CounterMetricFamily(
-            "semipd_sim:expert_tokens",
+            "semipd_sim_expert_tokens",
             "Tokens routed to each expert of each MoE layer (simulated, skewed).",
             labels=["model_name", "layer", "expert"],
         )
@@ -63,7 +63,7 @@ class ExpertCollector(Collector):
 
     def _placement_families(self, placement: ExpertPlacement) -> Iterable[Metric]:
         devices = CounterMetricFamily(
-            "semipd_sim:expert_device_tokens",
+            "semipd_sim_expert_device_tokens",
             "Tokens each EP device processed per MoE layer, under the expert map in force at the time.",
             labels=["model_name", "layer", "device"],
         )
@@ -73,17 +73,17 @@ class ExpertCollector(Collector):
         yield devices
         for name, doc, value in (
             (
-                "semipd_sim:expert_placement_version",
+                "semipd_sim_expert_placement_version",
                 "Version of the expert map in force (0: trivial).",
                 placement.version,
             ),
             (
-                "semipd_sim:expert_balancedness",
+                "semipd_sim_expert_balancedness",
                 "Mean over MoE layers of mean/max device load under the map in force (SGLang's definition).",
                 placement.balancedness(),
             ),
             (
-                "semipd_sim:expert_max_over_mean",
+                "semipd_sim_expert_max_over_mean",
                 "Max/mean device load of the worst MoE layer under the map in force.",
                 placement.worst_max_over_mean(),
             ),
@@ -92,7 +92,7 @@ class ExpertCollector(Collector):
             gauge.add_metric([self.model_name], float(value))
             yield gauge
         rebalances = CounterMetricFamily(
-            "semipd_sim:expert_rebalances", "Expert maps loaded since start-up.", labels=["model_name"]
+            "semipd_sim_expert_rebalances", "Expert maps loaded since start-up.", labels=["model_name"]
         )
         rebalances.add_metric([self.model_name], placement.rebalances)
         yield rebalances
@@ -143,12 +143,12 @@ class EngineMetrics:
         self.prompt_length = histogram(
             "sglang:prompt_tokens_histogram", "Prompt length (tokens) per prefilled request", PROMPT_TOKENS_BUCKETS
         )
-        self.aborted = counter("semipd_sim:aborted_requests", "Requests the client abandoned")
-        self.prefill_percent = Gauge("semipd_sim:prefill_percent", "Active prefill worker share", registry=r)
-        self.decode_percent = Gauge("semipd_sim:decode_percent", "Decode share in force", registry=r)
-        self.prefill_workers = Gauge("semipd_sim:prefill_workers", "Attached prefill workers", registry=r)
-        self.speedup = Gauge("semipd_sim:speedup", "Simulation speedup (model seconds per wall second)", registry=r)
-        self.requeued = Counter("semipd_sim:requeued_requests", "Requests re-prefilled after a worker died", registry=r)
+        self.aborted = counter("semipd_sim_aborted_requests", "Requests the client abandoned")
+        self.prefill_share = Gauge("semipd_sim_prefill_share_ratio", "Active prefill worker share (0-1)", registry=r)
+        self.decode_share = Gauge("semipd_sim_decode_share_ratio", "Decode share in force (0-1)", registry=r)
+        self.prefill_workers = Gauge("semipd_sim_prefill_workers", "Attached prefill workers", registry=r)
+        self.speedup = Gauge("semipd_sim_speedup", "Simulation speedup (model seconds per wall second)", registry=r)
+        self.requeued = Counter("semipd_sim_requeued_requests", "Requests re-prefilled after a worker died", registry=r)
         self.experts: ExpertCollector | None = None
         if hit_probabilities is not None:
             self.experts = ExpertCollector(model_name, hit_probabilities, placement)

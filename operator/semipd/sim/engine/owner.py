@@ -108,7 +108,7 @@ class DecodeOwner:
         )
         self.metrics.max_total_num_tokens.set(capacity)
         self.metrics.speedup.set(cfg.speedup)
-        self.metrics.decode_percent.set(self.decode_percent)
+        self.metrics.decode_share.set(self.decode_percent / 100.0)
         self._throughput_mark = (time.monotonic(), 0)
         self._generated_total = 0
         self._tasks: list[asyncio.Task[Any]] = []
@@ -133,7 +133,7 @@ class DecodeOwner:
         m.num_used_tokens.set(used)
         m.token_usage.set(used / self.kv.capacity)
         active = self.workers.get(self.active) if self.active is not None else None
-        m.prefill_percent.set(active.percent if active else 0)
+        m.prefill_share.set(active.percent / 100.0 if active else 0.0)
         m.prefill_workers.set(len(self.workers))
 
     def _busy(self) -> int:
@@ -249,7 +249,7 @@ class DecodeOwner:
         if self._pending_decode is not None:
             percent, done = self._pending_decode
             self.decode_percent = percent
-            self.metrics.decode_percent.set(percent)
+            self.metrics.decode_share.set(percent / 100.0)
             self._pending_decode = None
             if not done.done():
                 done.set_result(None)
