@@ -38,6 +38,16 @@ def test_decode_comes_down_one_step_below_what_was_measured() -> None:
     assert refusal(low, (100, 30)) == "untrusted"
 
 
+def test_a_pod_far_below_the_itl_slo_may_come_down_two_steps() -> None:
+    roomy = verdicts((), 2.0, (100, 100), 10, roomy=True)
+    assert roomy.refusal((100, 80), 2.0) == ""
+    assert roomy.refusal((100, 70), 2.0) == "untrusted"
+    assert verdicts((), 2.0, (100, 100), 10).refusal((100, 80), 2.0) == "untrusted"
+    # A breach still refuses, however much room the pod has now.
+    broke = (ItlReading(0.0, decode_share((100, 80)), 2.0, 80, clean=False),)
+    assert verdicts(broke, 2.0, (100, 100), 10, roomy=True).refusal((100, 80), 2.0) == "broken"
+
+
 def test_a_breach_refuses_its_share_and_less_down_to_half_its_rate() -> None:
     broke = (ItlReading(0.0, decode_share((100, 40)), 4.0, 40, clean=False),)
     assert refusal(broke, (100, 40), rate=2.0) == "broken"

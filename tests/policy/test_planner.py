@@ -13,6 +13,7 @@ from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.perf import LatencyModel, contended_shares
 from semipd.policy.estimator import Estimator, Fit
+from semipd.policy.evidence import ROOMY_ITL
 from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
 from semipd.policy.planner import PoolContext, plan
 from semipd.policy.splits import ITL_MARGIN, RATE_MARGIN
@@ -128,10 +129,12 @@ def test_ttft_breach_jumps_to_the_predicted_optimum_of_both_shares() -> None:
     assert float(d.details["predictedITL"]) <= 0.06 * (1 - ITL_MARGIN)
     est = Estimator(H200, Fit())
     # The choice is the feasible split with the largest contended prefill share on the spec's grid,
-    # decode coming down at most one step below the share the pod was measured to meet ITL at (100).
-    assert change.decode_percent >= 90
+    # decode coming down at most one step below the share the pod was measured to meet ITL at (100),
+    # two when its measured ITL is far below the SLO.
+    floor = 80 if obs.pods[0].itl_p99 is not None and obs.pods[0].itl_p99 <= ROOMY_ITL * 0.06 else 90
+    assert change.decode_percent >= floor
     for x in range(20, 91, 10):
-        for y in range(90, 101, 10):
+        for y in range(floor, 101, 10):
             if est.itl(x, y, 13.0 * (1 + RATE_MARGIN)) <= 0.06 * (1 - ITL_MARGIN):
                 got = contended_shares(change.prefill_percent / 100, change.decode_percent / 100)[0]
                 assert contended_shares(x / 100, y / 100)[0] <= got + 1e-9

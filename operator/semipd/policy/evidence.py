@@ -76,7 +76,8 @@ class Verdicts:
     breaches: tuple[tuple[float, float], ...]
     """(contended decode share, per-pod rate) of every reading that broke ITL."""
     step: int
-    """The spec's grid step (percent)."""
+    """How far below the smallest clean decode share a candidate may go (percent): one grid step, two
+    for a roomy pod."""
 
     def refusal(self, split: tuple[int, int], rate: float) -> str:
         """Why `split` may not be chosen at `rate` (projected, margins included); "" if it may.
@@ -101,8 +102,17 @@ class Verdicts:
         return split[1] < self.lowest_decode
 
 
-def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tuple[int, int], step: int) -> Verdicts:
-    """The readings as seen by a pod now at `current` serving `measured_rate` per-pod arrivals/s."""
+ROOMY_ITL = 0.6
+"""A pod whose own measured p99 ITL is at most this fraction of the SLO may go two grid steps below
+the smallest decode share measured clean, not one: far from the SLO, one step per window is what
+made a start at decode 100 % take six minutes to reach 50 % (estimate)."""
+
+
+def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tuple[int, int], step: int,
+             roomy: bool = False) -> Verdicts:  # fmt: skip
+    """The readings as seen by a pod now at `current` serving `measured_rate` per-pod arrivals/s;
+    `roomy`: its own p99 ITL is at most ROOMY_ITL of the SLO."""
     pool = tuple(readings)
     met = [r.decode_percent for r in pool if r.clean and r.rate >= measured_rate - EPS]
-    return Verdicts(min([current[1], *met]), tuple((r.share, r.rate) for r in pool if not r.clean), step)
+    return Verdicts(min([current[1], *met]), tuple((r.share, r.rate) for r in pool if not r.clean),
+                    step * (2 if roomy else 1))  # fmt: skip

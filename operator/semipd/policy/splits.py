@@ -27,7 +27,7 @@ from functools import partial
 from semipd.perf import contended_shares
 from semipd.policy.context import CAPACITY_MARGIN, PoolContext, Run, fmt, sample_of, split_allowed
 from semipd.policy.estimator import SATURATED_S, Estimator, Fit
-from semipd.policy.evidence import ItlReading, decode_share, updated, verdicts
+from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, updated, verdicts
 from semipd.policy.observation import PodObservation
 from semipd.policy.state import Prediction, SplitChange
 
@@ -158,7 +158,8 @@ def _propose(
     itl_cap = run.itl_slo * (1.0 - ITL_MARGIN)
     measured_tight = pod.itl_p99 > run.itl_slo * (1.0 - MEASURED_MARGIN)
     floor = _decode_shares(current)
-    seen = verdicts(run.evidence.get(pod.node_pool, ()), sample.rate, current, run.spec.semi_pd.step_percent)
+    seen = verdicts(run.evidence.get(pod.node_pool, ()), sample.rate, current, run.spec.semi_pd.step_percent,
+                    roomy=pod.itl_p99 <= ROOMY_ITL * run.itl_slo)  # fmt: skip
     feasible, fallback, refused = [], [], 0
     for c in grid(bounds(run), run.spec.semi_pd.step_percent, current):
         itl = pinned.itl(*c, ahead)
