@@ -102,7 +102,8 @@ def test_default_render_is_valid_kubernetes(render: Render) -> None:
     kinds = sorted(o["kind"] for o in objs)
     assert kinds == sorted(
         ["ServiceAccount", "Secret", "ConfigMap", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-         "Service", "Deployment", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+         "Service", "Deployment", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Role",
+         "RoleBinding"]
     )  # fmt: skip
     cluster_scoped = ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
                       "ValidatingAdmissionPolicyBinding")  # fmt: skip
@@ -122,6 +123,28 @@ def test_everything_on_renders_valid_builtin_objects(render: Render) -> None:
 
 
 # --- RBAC -------------------------------------------------------------------------------------------
+
+
+def test_leader_election_is_on_by_default_with_a_lease_role_limited_to_its_name(render: Render) -> None:
+    objs = render()
+    deploy = one(objs, "Deployment")
+    assert deploy["spec"]["replicas"] == 2
+    assert deploy["spec"]["strategy"]["type"] == "RollingUpdate"
+    env = {e["name"]: e.get("value") for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SEMIPD_LEADER_ELECTION"] == "true"
+    assert env["SEMIPD_LEASE_NAMESPACE"] == "ops"
+    role = one(objs, "Role")
+    assert role["metadata"]["namespace"] == "ops"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [env["SEMIPD_LEASE_NAME"]],
+         "verbs": ["get", "update"]},
+    ]  # fmt: skip
+    # Without it: one replica, Recreate (two unelected operators would fight), and no Lease rights.
+    off = render({"leaderElection": {"enabled": False}})
+    assert one(off, "Deployment")["spec"]["replicas"] == 1
+    assert one(off, "Deployment")["spec"]["strategy"]["type"] == "Recreate"
+    assert not [o for o in off if o["kind"] == "Role"]
 
 
 def test_rbac_has_exact_verbs_and_no_wildcards(render: Render) -> None:
@@ -195,11 +218,12 @@ def test_namespaced_mode_grants_namespaced_rules_per_namespace(render: Render) -
     }
     need = required_rules()
     namespaced = {k: v for k, v in need.items() if k not in cluster}
-    roles = [o for o in objs if o["kind"] == "Role"]
+    lease = "-leader-election"  # the Lease Role in the release namespace (test above)
+    roles = [o for o in objs if o["kind"] == "Role" and not o["metadata"]["name"].endswith(lease)]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     for role in roles:
         assert rules_of(role) == namespaced
-    bindings = [o for o in objs if o["kind"] == "RoleBinding"]
+    bindings = [o for o in objs if o["kind"] == "RoleBinding" and not o["metadata"]["name"].endswith(lease)]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     for b in bindings:
         assert b["subjects"][0]["namespace"] == "ops"
@@ -209,8 +233,8 @@ def test_namespaced_mode_grants_namespaced_rules_per_namespace(render: Render) -
 # --- the operator Deployment ----------------------------------------------------------------------------
 
 
-def test_deployment_is_single_replica_recreate_and_restricted(render: Render) -> None:
-    objs = render()
+def test_deployment_without_leader_election_is_single_replica_recreate_and_restricted(render: Render) -> None:
+    objs = render({"leaderElection": {"enabled": False}})
     dep = one(objs, "Deployment")
     assert dep["spec"]["replicas"] == 1
     assert dep["spec"]["strategy"] == {"type": "Recreate"}

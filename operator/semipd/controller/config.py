@@ -11,7 +11,7 @@ import contextvars
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.sources.utils import parse_env_vars
 
@@ -133,6 +133,22 @@ class OperatorConfig(BaseSettings):
     pod_annotations: Annotated[tuple[tuple[str, str], ...], NoDecode, BeforeValidator(_key_values)] = Field(
         default=(), description="Extra annotations on every engine pod, `key=value,key=value`."
     )
+    leader_election: bool = Field(
+        default=False,
+        description="Reconcile and autoscale only while holding the Lease `lease_name` in `lease_namespace`; "
+        "other replicas wait as standbys.",
+    )
+    lease_namespace: str = Field(
+        default="", description="Namespace of the leader Lease (required with leader election)."
+    )
+    lease_name: str = Field(default="semipd-operator", min_length=1, description="Name of the leader Lease.")
+    lease_duration: Seconds = Field(
+        default=15.0, description="Go duration a standby waits after the last renewal it saw before taking over."
+    )
+    renew_deadline: Seconds = Field(
+        default=10.0, description="Go duration the leader may fail to renew before it exits (shorter than the lease)."
+    )
+    retry_period: Seconds = Field(default=2.0, description="Go duration between Lease renewals and standby checks.")
 
     @field_validator("prometheus_allowed_urls")
     @classmethod
@@ -141,6 +157,15 @@ class OperatorConfig(BaseSettings):
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"not an http(s) URL: {url!r}")
         return value
+
+    @model_validator(mode="after")
+    def _lease(self) -> OperatorConfig:
+        if self.leader_election and not self.lease_namespace:
+            raise ValueError(f"{ENV_PREFIX}LEASE_NAMESPACE is required with {ENV_PREFIX}LEADER_ELECTION")
+        if self.leader_election and not self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(f"need {ENV_PREFIX}RETRY_PERIOD < {ENV_PREFIX}RENEW_DEADLINE < {ENV_PREFIX}LEASE_DURATION "
+                             "(a leader must give up before a standby may take over)")  # fmt: skip
+        return self
 
     @field_validator("termination_grace_seconds", mode="before")
     @classmethod
@@ -178,6 +203,9 @@ def load_config(env: Mapping[str, str] | None = None) -> OperatorConfig:
             loc = str(e["loc"][0]) if e["loc"] else ""
             name = loc if loc.startswith(ENV_PREFIX) else env_name(loc)
             msg, given = e["msg"].removeprefix("Value error, "), repr(e.get("input"))
+            if not loc:  # a rule across settings names them itself
+                problems.append(msg)
+                continue
             problems.append(f"{name}: {msg}" + ("" if given in msg else f" (got {given})"))
         raise ValueError("; ".join(problems)) from None
     finally:

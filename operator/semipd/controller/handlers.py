@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import Any
 
@@ -22,6 +23,7 @@ from semipd.controller.agents import AgentClient
 from semipd.controller.autoscale import autoscale_forever
 from semipd.controller.config import OperatorConfig
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient, new_api_client
+from semipd.controller.leader import LeaderElector, StandbyLiveness, default_identity
 from semipd.controller.liveness import Liveness, heartbeat_forever, known_intervals, list_one_pool
 from semipd.controller.reconcile import OperatorContext, node_info, reconcile, resync_forever
 from semipd.controller.tokens import load_key
@@ -100,7 +102,6 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         memo["heartbeat"] = asyncio.create_task(heartbeat_forever(ctx.liveness, heartbeat, config.api_timeout, log))
         memo["resync"] = asyncio.create_task(resync_forever(ctx, log))
         memo["autoscale"] = asyncio.create_task(autoscale_forever(ctx, log))
-        metrics.serve(config.metrics_host, config.metrics_port)
 
     @kopf.on.cleanup(registry=registry)
     async def stop(memo: kopf.Memo, **_: Any) -> None:
@@ -199,17 +200,37 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
 
 
 def run(config: OperatorConfig) -> None:
-    """Run the operator until interrupted."""
+    """Run the operator until interrupted (with leader election: once this process holds the Lease)."""
     kopf.configure(verbose=False)
     # Kopf logs every successful handler call at INFO; ours log what matters themselves.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # every liveness probe otherwise
-    kopf.run(
-        registry=build_registry(config),
-        standalone=True,
-        clusterwide=not config.namespaces,
-        namespaces=config.namespaces,
-        liveness_endpoint=config.liveness_endpoint,
-        memo=kopf.Memo(),
-    )
+    logging.getLogger("semipd.leader").setLevel(logging.INFO)
+    metrics.serve(config.metrics_host, config.metrics_port)  # a standby is scraped too (semipd_leader 0)
+    elector = None
+    if config.leader_election:
+        elector = LeaderElector(config.lease_namespace, config.lease_name, default_identity(),
+                                config.lease_duration, config.renew_deadline, config.retry_period,
+                                config.api_timeout)  # fmt: skip
+        standby = StandbyLiveness(config.liveness_endpoint)
+        try:
+            elector.acquire()
+        finally:
+            standby.close()
+        # os._exit, not an exception: Kopf's loop must not run one more handler once leadership is gone.
+        elector.keep_renewing(on_lost=lambda: os._exit(1))
+    else:
+        metrics.LEADER.set(1)
+    try:
+        kopf.run(
+            registry=build_registry(config),
+            standalone=True,
+            clusterwide=not config.namespaces,
+            namespaces=config.namespaces,
+            liveness_endpoint=config.liveness_endpoint,
+            memo=kopf.Memo(),
+        )
+    finally:
+        if elector is not None:
+            elector.release()

@@ -29,6 +29,7 @@ DECISION_SECONDS = Histogram(
 OBSERVATION_AGE = Gauge(
     "semipd_observation_age_seconds", "Age of the newest sample behind the last observation", ["namespace", "pool"]
 )
+LEADER = Gauge("semipd_leader", "1 while this process holds the leader Lease (or runs without leader election)")
 API_REQUESTS = Counter(
     "semipd_kube_api_requests", "Kubernetes API requests made by reconciles (watches excluded)", ["verb", "kind"]
 )
