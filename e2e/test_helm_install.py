@@ -87,12 +87,30 @@ def kubectl_json(cluster: Any, *args: str) -> Any:
     return json.loads(cluster.kubectl(*args, "-o", "json").stdout)
 
 
-def operator_pod(cluster: Any) -> dict[str, Any]:
+def operator_pods(cluster: Any) -> list[dict[str, Any]]:
     sel = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/component=operator"
-    pods = [p for p in kubectl_json(cluster, "get", "pods", "-n", OPS_NS, "-l", sel)["items"]
+    return [p for p in kubectl_json(cluster, "get", "pods", "-n", OPS_NS, "-l", sel)["items"]
             if not p["metadata"].get("deletionTimestamp")]  # fmt: skip
-    assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    return dict(pods[0])
+
+
+def lease_holder_pod(cluster: Any) -> str | None:
+    """The pod named by the leader Lease's holderIdentity (`<pod>_<pid>`), while it holds it."""
+    out = cluster.kubectl("get", "lease", "semipd-operator", "-n", OPS_NS, "-o", "json", check=False)
+    if out.returncode != 0:
+        return None
+    holder = json.loads(out.stdout)["spec"].get("holderIdentity") or ""
+    return holder.rsplit("_", 1)[0] or None
+
+
+def operator_pod(cluster: Any) -> dict[str, Any]:
+    """The leading operator pod (the chart runs two replicas; one holds the Lease)."""
+
+    def leader() -> dict[str, Any] | None:
+        name = lease_holder_pod(cluster)
+        return next((dict(p) for p in operator_pods(cluster) if p["metadata"]["name"] == name), None)
+
+    return wait_until(leader, timeout=120, what="the leading operator pod",
+                      on_timeout=lambda: repr([p["metadata"]["name"] for p in operator_pods(cluster)]))  # fmt: skip
 
 
 def operator_log(cluster: Any) -> str:
@@ -196,6 +214,7 @@ def test_plain_manifests_pass_a_server_side_dry_run(cluster: Any) -> None:
 
 
 def test_operator_pod_runs_with_its_service_account(cluster: Any, installed: Path) -> None:
+    assert len(operator_pods(cluster)) == 2, "the chart's default: a leader and a standby"
     pod = operator_pod(cluster)
     assert pod["spec"]["serviceAccountName"] == f"{RELEASE}-semipd-operator"
     assert pod["status"]["phase"] == "Running"

@@ -34,8 +34,10 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 
 
 def default_identity() -> str:
-    """The pod name (HOSTNAME in a pod) and the pid: unique per process, readable in the Lease."""
-    return f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{os.getpid()}"
+    """The pod name (POD_NAME from the chart's downward API, else HOSTNAME) and the pid: unique per
+    process, and `kubectl get lease` says which pod leads."""
+    pod = os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname()
+    return f"{pod}_{os.getpid()}"
 
 
 def _record(lease: client.V1Lease) -> LeaseRecord:
