@@ -54,8 +54,8 @@ every rate, so a controller with a 60 s window has time to act. (A request cap, 
 TARGET = 0.9
 STATIC_SPLITS = ((100, 100), (100, 70), (100, 50), (100, 40), (90, 40))
 DISAGG = ((4, 4), (5, 3), (6, 2))
-SLO_AWARE = ("ours", "ours-start-80-100", "semipd-paper", "semipd-code", "dynamo-planner", "hpa-queue")
-GRID_SLO_AWARE = ("ours", "ours-start-80-100", "semipd-paper", "semipd-code")
+SLO_AWARE = ("ours", "ours-start-80-100", "ours-restart", "semipd-paper", "semipd-code", "dynamo-planner", "hpa-queue")
+GRID_SLO_AWARE = ("ours", "ours-start-80-100", "ours-restart", "semipd-paper", "semipd-code")
 SEMIPD_START = (80, 100)
 """Semi-PD's published start split: its two controllers start there, and so does `ours-start-80-100`
 (ours from the same start, to show what the product's default start (100, 50) is worth)."""
@@ -103,9 +103,10 @@ def build(run: Run, prefix: bool) -> tuple[FleetSetup, Controller]:
     name = run.policy
     lo = 1 if name in ("dynamo-planner", "hpa-queue") or run.day else common.BUDGET
     start = SEMIPD_START if name.startswith("semipd-") or name == "ours-start-80-100" else (None, None)
-    s = common.spec(tr, itl=itl_s, lo=lo, hi=common.BUDGET, prefill=start[0], decode=start[1])
+    engine = "sim-semipd" if name == "ours-restart" else "sim"  # restart mode: Semi-PD main's switches
+    s = common.spec(tr, itl=itl_s, lo=lo, hi=common.BUDGET, prefill=start[0], decode=start[1], engine=engine)
     base = common.base_setup(s, prefix, replicas=2 if lo == 1 else None)
-    if name in ("ours", "ours-start-80-100"):
+    if name in ("ours", "ours-start-80-100", "ours-restart"):
         return base, PolicyController(s, name)
     if name == "semipd-paper":
         return base, SemiPDPaperController(ttft, itl)
@@ -292,6 +293,7 @@ def fmt(rate: float, capped: bool) -> str:
 MAIN = (
     "ours",
     "ours-start-80-100",
+    "ours-restart",
     "oracle",
     "static (best split)",
     "vllm-chunked",
@@ -457,6 +459,15 @@ def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, d
         ok = "yes" if r["slo"] >= 0.99 else "no"
         L.append(f"| {r['policy']} | {r['slo']:.1%} | {r['paper']:.1%} | {r['accelerator_hours']:.2f} | {ok} |")
         summary["day"].append({k: r[k] for k in ("policy", "slo", "paper", "accelerator_hours")})
+    L += ["", "## Requests not served, every run (tight-scale rows; reason: count)", ""]
+    lost_by: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r.get("scale") == "tight" and "lost" in r:
+            into = lost_by.setdefault(r["policy"], {})
+            for k, v in r["lost"].items():
+                into[k] = into.get(k, 0) + v
+    L += [f"- {p}: " + (", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none")
+          for p, d in sorted(lost_by.items(), key=lambda kv: (not kv[0].startswith("ours"), kv[0]))]  # fmt: skip
     L += ["", f"Wall time {wall:.0f} s for {len([r for r in rows if r['policy'] != 'oracle'])} scored rows.", ""]
     return "\n".join(L), summary
 

@@ -82,13 +82,14 @@ def ttft_slo(trace: str) -> float:
 
 
 def spec(trace: str, *, mode: str = "semipd", lo: int = BUDGET, hi: int = BUDGET, prefill: int | None = None,
-         decode: int | None = None, interval: str = "15s", itl: str = "50ms") -> InferencePoolSpec:  # fmt: skip
+         decode: int | None = None, interval: str = "15s", itl: str = "50ms", engine: str = "sim",
+         ) -> InferencePoolSpec:  # fmt: skip
     """The benchmark pool; the start split is the API's default unless given."""
     start = {"initialPrefillPercent": prefill, "initialDecodePercent": decode}
     return InferencePoolSpec.model_validate(
         {
             "model": {"name": MODEL, "source": "hf://Qwen/Qwen3-32B", "profile": MODEL, "maxContextLength": CONTEXT},
-            "engine": {"kind": "sim"},
+            "engine": {"kind": engine},
             "nodePools": [
                 {
                     "name": "h200",
