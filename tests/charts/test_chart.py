@@ -47,13 +47,14 @@ def container(objs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def env_of(c: dict[str, Any], pod_ip: str = "127.0.0.9") -> dict[str, str]:
-    """The container env as the kubelet resolves it (fieldRef podIP, then $(VAR) expansion)."""
+def env_of(c: dict[str, Any], pod_ip: str = "127.0.0.9", pod_name: str = "op-0") -> dict[str, str]:
+    """The container env as the kubelet resolves it (fieldRefs podIP and name, then $(VAR) expansion)."""
     env: dict[str, str] = {}
     for e in c["env"]:
         if "valueFrom" in e:
-            assert e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-            env[e["name"]] = pod_ip
+            path = e["valueFrom"]["fieldRef"]["fieldPath"]
+            assert path in ("status.podIP", "metadata.name"), path
+            env[e["name"]] = pod_ip if path == "status.podIP" else pod_name
         else:
             value = e["value"]
             for k, v in env.items():
