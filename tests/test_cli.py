@@ -158,3 +158,19 @@ def test_validate_reports_unreadable_files_and_unserved_versions(
     err = capsys.readouterr().err
     assert "semipd.io/v1beta1: not served" in err
     assert "skipped ConfigMap (v1)" in err
+
+
+def test_shell_completion_script_and_completions_of_the_commands(tmp_path: Path) -> None:
+    script = subprocess.run([sys.executable, "-m", "semipd", "completion", "bash"], capture_output=True, text=True,
+                            timeout=60)  # fmt: skip
+    assert script.returncode == 0, script.stderr
+    assert "complete " in script.stdout
+    assert "semipd" in script.stdout
+    # What the bash hook does: run the command with the line so far; completions come back on fd 8.
+    out = tmp_path / "completions"
+    with out.open("wb") as fd8:
+        env = {**os.environ, "_ARGCOMPLETE": "1", "COMP_LINE": "semipd cr", "COMP_POINT": "9", "_ARGCOMPLETE_IFS": "\n"}
+        code = "import os, sys; from semipd.cli import main; os.dup2(int(sys.argv[1]), 8); sys.exit(main())"
+        subprocess.run([sys.executable, "-c", code, str(fd8.fileno())], env=env, pass_fds=(fd8.fileno(),),
+                       timeout=60, capture_output=True)  # fmt: skip
+    assert out.read_text().split() == ["crds"]

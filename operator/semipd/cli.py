@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -134,6 +135,13 @@ def _internal_epilog() -> str:
     return "\n".join(lines)
 
 
+def _completion(args: argparse.Namespace) -> int:
+    from argcomplete.shell_integration import shellcode
+
+    print(shellcode(["semipd"], shell=args.shell))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from semipd.cliargs import HelpFormatter, Parser
 
@@ -165,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the operator's SEMIPD_SCRAPE_INTERVAL (spec.slo.window must be at least twice it)",
     )
     val.set_defaults(fn=_validate)
+    comp = sub.add_parser(
+        "completion",
+        help="print the shell completion script",
+        description='Print the completion script for your shell, e.g. `eval "$(semipd completion bash)"` in ~/.bashrc.',
+    )
+    comp.add_argument("shell", choices=("bash", "zsh", "fish", "tcsh", "powershell"), help="the shell")
+    comp.set_defaults(fn=_completion)
     for name, (_, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
     return parser
@@ -178,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = module.main(argv[1:], prog=f"semipd {argv[0]}")
         return code
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell's completion hook (argcomplete) is asking
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
