@@ -123,6 +123,9 @@ class Decision(BaseModel):
     node_pool: str | None = Field(default=None, max_length=40)
     """Node pool affected."""
 
+    pod: str | None = Field(default=None, max_length=253)
+    """Pod affected (split changes); a new operator resumes its cooldowns from it."""
+
     reason: str = Field(max_length=128, pattern=r"^[A-Za-z][A-Za-z0-9]*$")
     """Machine-readable CamelCase reason."""
 

@@ -29,6 +29,7 @@ from semipd.controller.experts import place_experts
 from semipd.controller.kvplacement import decide_kv_placement, publish_kv_placement
 from semipd.controller.pooltasks import PoolTasks
 from semipd.controller.promsource import choose_source
+from semipd.controller.timestamps import epoch_of, rfc3339
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
@@ -38,7 +39,7 @@ from semipd.observe.prometheus import PrometheusSource
 from semipd.policy.kvcache import KVPoolObservation
 from semipd.policy.observation import Observation
 from semipd.policy.planner import plan
-from semipd.policy.state import Decision, Plan, SplitChange
+from semipd.policy.state import Decision, Plan, SplitChange, resumed
 
 SWITCHES_PER_POOL = 2
 """At most this many concurrent split switches per node pool (each briefly runs a standby worker)."""
@@ -46,20 +47,39 @@ SWITCHES_PER_POOL = 2
 log = logging.getLogger(__name__)
 
 
-def _rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
 def status_decision(d: Decision) -> StatusDecision:
     where = f" pod {d.pod}" if d.pod else ""
     return StatusDecision(
-        time=_rfc3339(d.time),
+        time=rfc3339(d.time),
         action=d.action,
         node_pool=d.node_pool,
+        pod=d.pod,
         reason=d.reason,
         message=(d.message + where)[:1024],
         details=dict(list(d.details.items())[:16]),
     )
+
+
+def published_decision(d: Mapping[str, Any]) -> Decision | None:
+    """A decision of the pool's status log as the policy wrote it (None for one it cannot read)."""
+    when = epoch_of(d.get("time"))
+    if when is None or not d.get("action") or not d.get("reason"):
+        return None
+    pod = d.get("pod") or None
+    message = str(d.get("message") or "")
+    message = message.removesuffix(f" pod {pod}") if pod else message
+    details = {str(k): str(v) for k, v in (d.get("details") or {}).items()}
+    return Decision(when, str(d["action"]), str(d["reason"]), d.get("nodePool"), pod, message, details)
+
+
+def resumed_view(uid: str, body: Mapping[str, Any]) -> AutoscaleView:
+    """The view of a pool this process has not evaluated yet (a restart, a new leader): the decision
+    log and the timers it implies come back from status, so no decision is repeated or undone early."""
+    published = (body.get("status") or {}).get("decisions") or []
+    log = [x for d in published if (x := published_decision(d)) is not None]
+    view = AutoscaleView(uid=uid, state=resumed(log))
+    view.decisions.extend(status_decision(d) for d in log)
+    return view
 
 
 async def apply_splits(
@@ -173,7 +193,7 @@ async def autoscale_once(ctx: Any, namespace: str, name: str, logger: logging.Lo
     uid = str(ev.body["metadata"]["uid"])
     view: AutoscaleView | None = ctx.autoscale.get((namespace, name))
     if view is None or view.uid != uid:
-        view = ctx.autoscale[(namespace, name)] = AutoscaleView(uid=uid)
+        view = ctx.autoscale[(namespace, name)] = resumed_view(uid, ev.body)
     started = time.perf_counter()
     now = time.time()
     obs = await observe(ctx, ev, now)

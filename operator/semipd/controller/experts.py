@@ -15,9 +15,7 @@ Status (`placement.experts[]`) and a Decision (`ExpertRebalance`) go into the Au
 from __future__ import annotations
 
 import asyncio
-import calendar
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +25,7 @@ from semipd.context import Actuation, NodePoolFacts, PoolFacts
 from semipd.controller.agents import ready_pod_ips
 from semipd.controller.expertmemory import NodePoolMemory
 from semipd.controller.plan import conflict_with
+from semipd.controller.timestamps import epoch_of, rfc3339
 from semipd.controller.view import AutoscaleView
 from semipd.desired import experts as desired
 from semipd.desired.owner import Owner
@@ -44,19 +43,6 @@ ALGORITHM = "improved"
 QUERY_TIMEOUT_S = 15.0
 PUSH_TIMEOUT_S = 60.0
 CONFIGMAP_API = ("v1", "ConfigMap")
-
-
-def _rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-def _epoch(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return None
 
 
 def _float(text: str | None) -> float | None:
@@ -118,7 +104,7 @@ async def _load(ctx: Any, owner: Owner, np_name: str, mem: NodePoolMemory) -> st
         log.warning("ignoring expert ConfigMap of %s/%s %s: %s", owner.namespace, owner.name, np_name, err)
         return None
     mem.doc, mem.written_at = stored.doc, stored.written_at
-    mem.last_rebalance = _epoch(stored.written_at)
+    mem.last_rebalance = epoch_of(stored.written_at)
     mem.max_mean_before = _float(stored.doc.extra.get("maxMeanBefore"))
     mem.max_mean_after = _float(stored.doc.extra.get("maxMeanAfter"))
     return None
@@ -328,7 +314,7 @@ async def _rebalance(
     profile = np_.model.model
     if profile.moe_layers == plan.phy2log.shape[0]:  # else SGLang's map covers the MoE layers only
         layers, first_moe = profile.layers, profile.layers - profile.moe_layers
-    written = _rfc3339(now)
+    written = rfc3339(now)
     intent = desired.expert_configmap(
         owner, np_.name, doc, written_at=written, num_layers=layers, first_moe_layer=first_moe
     )

@@ -11,7 +11,6 @@ labels, so a pod that just became Ready is labelled without waiting for the next
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ from kubernetes.aio.client import ApiException
 
 from semipd.api.v1alpha1 import Decision, InferencePoolSpec, KVCachePlacementStatus
 from semipd.controller import metrics
+from semipd.controller.timestamps import rfc3339
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.desired.routing import CONTEXT_RANGE_LABEL, pod_label_patches
@@ -28,10 +28,6 @@ from semipd.policy.kvcache import KVPoolObservation, plan_kv_placement, steers
 ACTION = "KVPlacement"
 POD = "v1/Pod"
 Logger = logging.Logger | logging.LoggerAdapter[Any]
-
-
-def _rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def placement_in_force(view: AutoscaleView | None, status: Mapping[str, Any] | None) -> KVCachePlacementStatus | None:
@@ -67,7 +63,7 @@ def placement_decision(
             f"headroom {headroom}/{p.capacity_tokens} long {p.long_weight}% short {p.short_weight}%"
         )
     return Decision(
-        time=_rfc3339(now),
+        time=rfc3339(now),
         action=ACTION,
         node_pool=new.long_context_pools[0] if len(new.long_context_pools) == 1 else None,
         reason=new.reason,
@@ -104,7 +100,7 @@ def decide_kv_placement(
 ) -> tuple[KVCachePlacementStatus, Decision | None]:
     """The placement to publish and the decision to record, from one observation (pure)."""
     previous = placement_in_force(view, status)
-    new = plan_kv_placement(spec, observed, previous, _rfc3339(now))
+    new = plan_kv_placement(spec, observed, previous, rfc3339(now))
     return new, placement_decision(previous, new, now)
 
 

@@ -1,13 +1,14 @@
 """The autoscaler's memory between evaluations, and the decisions it emits. Immutable values.
 
 The planner returns a new state with every plan; the operator keeps it in memory per
-InferencePool, the fleet simulator per run. Losing it (an operator restart) is safe: timers
-restart, which only delays scale-in.
+InferencePool, the fleet simulator per run. A new operator process (a restart, a new leader)
+resumes the timers from the pool's published decision log (`resumed`); fits and ITL evidence
+are relearnt, which only delays moves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from semipd.policy.estimator import Fit
@@ -102,3 +103,24 @@ class Plan:
     slo_met: bool | None
     """None when unknown (no data)."""
     slo_message: str = ""
+
+
+SCALE_ACTIONS = frozenset({"ScaleOut", "ScaleIn", "PoolFallback"})
+
+
+def resumed(decisions: Iterable[Decision]) -> ControllerState:
+    """The timers a new operator process (a restart, a new leader) takes over from the pool's published
+    decision log, so it does not repeat or undo a decision early: the last split change per pod
+    (cooldown), the last restart-mode change per node pool (one at a time) and the last replica change
+    per node pool. Fits and ITL evidence are relearnt; every pod settles for a window (first_seen)."""
+    split: dict[str, float] = {}
+    restarted: dict[str, float] = {}
+    scaled: dict[str, float] = {}
+    for d in decisions:
+        if d.action == "SplitChange" and d.pod:
+            split[d.pod] = max(split.get(d.pod, d.time), d.time)
+            if d.details.get("switchMode") == "restart" and d.node_pool:
+                restarted[d.node_pool] = max(restarted.get(d.node_pool, d.time), d.time)
+        elif d.action in SCALE_ACTIONS and d.node_pool:
+            scaled[d.node_pool] = max(scaled.get(d.node_pool, d.time), d.time)
+    return ControllerState(last_split_change=split, last_scale=scaled, restarted=restarted)
