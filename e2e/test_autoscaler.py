@@ -156,6 +156,12 @@ def test_a_full_pool_hands_its_demand_to_the_next(cluster: Any, fleet: tuple[Ope
         cluster.kubectl("cordon", node)
     h200_before = ready_replicas(cluster)["h200"]
     rate(load, 20.0)
+    # An Ascend pod that must be replaced stays Pending on the cordoned nodes: demand the full pool
+    # cannot place, whether or not the load alone needs more replicas (the split controller may
+    # already carry 20/s on what runs). Deleting it gracefully loses no request (the agent drains).
+    ascend = cluster.core().list_namespaced_pod(NS, label_selector=f"semipd.io/pool={POOL},semipd.io/node-pool=ascend")
+    if ascend.items:
+        cluster.kubectl("delete", "pod", ascend.items[0].metadata.name, "-n", NS, "--wait=false")
     fallback = wait_until(
         lambda: decisions(cluster, "PoolFallback"),
         timeout=180,
