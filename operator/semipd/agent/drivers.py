@@ -74,6 +74,8 @@ class Driver:
     unsupported_reason = ""
     supports_expert_rebalance = False
     """The engine loads a new expert map while serving (agent/experts.py forwards `PUT /v1/experts`)."""
+    _owned_flags: tuple[str, ...] = ()
+    """Engine flags the agent sets itself: a command that also sets them is refused."""
 
     @property
     def supports_split(self) -> bool:
@@ -81,7 +83,12 @@ class Driver:
 
     def check_command(self, argv: Sequence[str], run_dir: str) -> list[str]:
         """Problems that make the engine command unusable with this driver."""
-        return [] if argv else ["no engine command given after --"]
+        problems = [] if argv else ["no engine command given after --"]
+        return problems + [
+            f"{flag} is set by the agent; remove it from the engine command"
+            for flag in self._owned_flags
+            if has_flag(argv, flag)
+        ]
 
     def engine_launch(self, argv: Sequence[str], split: Split, run_dir: str, base_env: Mapping[str, str]) -> Launch:
         return Launch(tuple(argv), _with_env(base_env, run_dir, {}))
@@ -116,11 +123,6 @@ class SimDriver(Driver):
         problems = super().check_command(argv, run_dir)
         if argv and flag_value(argv, "--role") != "decode-owner":
             problems.append("the sim engine command must run `--role decode-owner`; the agent starts prefill workers")
-        problems += [
-            f"{flag} is set by the agent; remove it from the engine command"
-            for flag in self._owned_flags
-            if has_flag(argv, flag)
-        ]
         given = flag_value(argv, "--run-dir")
         if given is not None and given.rstrip("/") != run_dir.rstrip("/"):
             problems.append(f"engine --run-dir {given} differs from the agent's --run-dir {run_dir}")
@@ -152,38 +154,6 @@ class SimDriver(Driver):
         return Launch(tuple(out), env)
 
 
-class SimSemiPdDriver(Driver):
-    """`semipd sim-engine --role decode-owner --enable-semi-pd`: the simulated engine as Semi-PD `main` runs,
-    starting its own prefill worker from SEMI_PD_*_SM_PERCENTILE at launch, so a change is a restart."""
-
-    kind = "sim-semipd"
-    switch_mode = RESTART
-    default_split = Split(80, 100)  # Semi-PD main's defaults, as for sglang-semipd
-    default_port = 8000
-    health_path = "/health"
-    _owned_flags = ("--prefill-percent", "--decode-percent", "--worker-id")
-
-    def check_command(self, argv: Sequence[str], run_dir: str) -> list[str]:
-        problems = super().check_command(argv, run_dir)
-        if argv and flag_value(argv, "--role") != "decode-owner":
-            problems.append("the sim-semipd engine command must run `--role decode-owner`")
-        problems += [
-            f"{flag} is set by the agent; remove it from the engine command"
-            for flag in self._owned_flags
-            if has_flag(argv, flag)
-        ]
-        return problems
-
-    def engine_launch(self, argv: Sequence[str], split: Split, run_dir: str, base_env: Mapping[str, str]) -> Launch:
-        args = tuple(argv) if has_flag(argv, "--enable-semi-pd") else (*argv, "--enable-semi-pd")
-        env = _with_env(
-            base_env,
-            run_dir,
-            {SEMI_PD_PREFILL_ENV: str(split.prefill_percent), SEMI_PD_DECODE_ENV: str(split.decode_percent)},
-        )
-        return Launch(args, env)
-
-
 class SglangSemiPdDriver(Driver):
     """Semi-PD `main` (SGLang fork): the engine starts its own P and D schedulers from env at launch."""
 
@@ -204,6 +174,23 @@ class SglangSemiPdDriver(Driver):
         return Launch(args, env)
 
 
+class SimSemiPdDriver(SglangSemiPdDriver):
+    """`semipd sim-engine --role decode-owner --enable-semi-pd`: the simulated engine as Semi-PD `main` runs,
+    starting its own prefill worker from SEMI_PD_*_SM_PERCENTILE at launch (the same launch), so a change
+    is a restart."""
+
+    kind = "sim-semipd"
+    needs_mps = False
+    default_port = 8000
+    _owned_flags = ("--prefill-percent", "--decode-percent", "--worker-id")
+
+    def check_command(self, argv: Sequence[str], run_dir: str) -> list[str]:
+        problems = super().check_command(argv, run_dir)
+        if argv and flag_value(argv, "--role") != "decode-owner":
+            problems.append("the sim-semipd engine command must run `--role decode-owner`")
+        return problems
+
+
 class SglangPdmuxDriver(Driver):
     """Upstream SGLang with `--enable-pdmux`: the split is the SM division of its config file (agent/pdmux.py)."""
 
@@ -218,11 +205,6 @@ class SglangPdmuxDriver(Driver):
         problems = super().check_command(argv, run_dir)
         if argv and not has_flag(argv, "--enable-pdmux"):
             problems.append("the sglang engine command must pass --enable-pdmux: the split is PD-Multiplexing's")
-        problems += [
-            f"{flag} is set by the agent; remove it from the engine command"
-            for flag in self._owned_flags
-            if has_flag(argv, flag)
-        ]
         return problems
 
     def engine_launch(self, argv: Sequence[str], split: Split, run_dir: str, base_env: Mapping[str, str]) -> Launch:
