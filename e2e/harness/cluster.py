@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+import yaml
+
 from . import addresses, components, kube, kwok, nodes, pki, processes, prometheus
 from .config import COMPONENTS, REPO_ROOT, RUN_MARKER_ENV, binary
 from .handle import ClusterError, ClusterHandle, log
@@ -47,7 +49,15 @@ def kubelet_code_hash() -> str:
 
 
 class Cluster(ClusterHandle):
-    """Starts, reuses and stops one run directory's cluster (observations: ClusterHandle)."""
+    """Starts, reuses and stops one run directory's cluster (observations: ClusterHandle).
+
+    `audit_users`: a fresh start records these users' requests in `logs/audit.log` (the soak
+    benchmark counts the operator's API calls there); a reused cluster keeps what it started with.
+    """
+
+    def __init__(self, run_dir: Path | None = None, *, audit_users: Sequence[str] = ()) -> None:
+        super().__init__(run_dir)
+        self.audit_users = tuple(audit_users)
 
     # --- processes ---------------------------------------------------------------------------
 
@@ -184,7 +194,12 @@ class Cluster(ClusterHandle):
         self._start("etcd", components.etcd(self.paths, ports))
         self._await("etcd", lambda: components.etcd_healthy(ports), 30)
         log("etcd healthy")
-        self._start("kube-apiserver", components.apiserver(the_pki, ports))
+        audit = None
+        if self.audit_users:
+            policy = self.paths.root / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(components.audit_policy(self.audit_users)))
+            audit = (policy, self.paths.audit_log)
+        self._start("kube-apiserver", components.apiserver(the_pki, ports, audit))
         self._await("kube-apiserver", lambda: components.apiserver_ready(ports, the_pki), 120)
         wait_until(lambda: self.core().read_namespace("default"), timeout=30, what="namespace default")
         log("kube-apiserver ready")

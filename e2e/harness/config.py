@@ -74,6 +74,10 @@ class RunPaths:
         return self.root / "logs"
 
     @property
+    def audit_log(self) -> Path:
+        return self.logs / "audit.log"
+
+    @property
     def etcd_data(self) -> Path:
         return self.root / "etcd"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
@@ -132,6 +132,10 @@ class OperatorConfig(BaseSettings):
     )
     pod_annotations: Annotated[tuple[tuple[str, str], ...], NoDecode, BeforeValidator(_key_values)] = Field(
         default=(), description="Extra annotations on every engine pod, `key=value,key=value`."
+    )
+    log_level: Literal["debug", "info", "warning"] = Field(
+        default="info",
+        description="Log level: `debug` adds Kopf's own (watch-stream restarts, every event), for diagnosis only.",
     )
     leader_election: bool = Field(
         default=False,

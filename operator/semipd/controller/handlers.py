@@ -201,9 +201,10 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
 
 def run(config: OperatorConfig) -> None:
     """Run the operator until interrupted (with leader election: once this process holds the Lease)."""
-    kopf.configure(verbose=False)
-    # Kopf logs every successful handler call at INFO; ours log what matters themselves.
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    debug = config.log_level == "debug"
+    kopf.configure(debug=debug, quiet=config.log_level == "warning")
+    if not debug:  # Kopf logs every successful handler call at INFO; ours log what matters themselves.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # every liveness probe otherwise
     logging.getLogger("semipd.leader").setLevel(logging.INFO)
