@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import urllib3
 import yaml
 from kubernetes import client, watch
 
@@ -181,6 +182,9 @@ class PoolWatch(threading.Thread):
             except client.ApiException as e:
                 if e.status != 410:
                     raise
+            except urllib3.exceptions.ProtocolError:
+                if self.stop.is_set():  # the cluster is going down under the last watch
+                    return
 
     def caught_up(self, want: dict[tuple[str, str], int]) -> bool:
         with self.lock:
@@ -243,7 +247,9 @@ def audit_counts(path: Path, t0: float, t1: float) -> dict[str, Any]:
             if ev["verb"] in WRITE_VERBS:
                 ref = ev.get("objectRef") or {}
                 sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
-                writes[f"{ev['verb']} {ref.get('resource', '?')}{sub}"] += 1
+                code = int((ev.get("responseStatus") or {}).get("code") or 0)
+                failed = f" ({code})" if code >= 300 else ""  # an attempt the apiserver refused still counts
+                writes[f"{ev['verb']} {ref.get('resource', '?')}{sub}{failed}"] += 1
     minutes = max(t1 - t0, 1e-9) / 60
     return {
         "requests": sum(verbs.values()),

@@ -38,11 +38,17 @@ def test_reads_the_timeouts_and_the_pool_bound() -> None:
         ({"SEMIPD_API_TIMEOUT": "0s"}, "SEMIPD_API_TIMEOUT: must be positive"),
         ({"SEMIPD_POOL_CONCURRENCY": "0"}, "SEMIPD_POOL_CONCURRENCY"),
         ({"SEMIPD_POOL_CONCURRENCY": "many"}, "SEMIPD_POOL_CONCURRENCY"),
+        ({"SEMIPD_LOG_LEVEL": "verbose"}, "SEMIPD_LOG_LEVEL"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         load_config(env)
+
+
+def test_log_level_defaults_to_info_and_takes_debug() -> None:
+    assert load_config({}).log_level == "info"
+    assert load_config({"SEMIPD_LOG_LEVEL": "debug"}).log_level == "debug"
 
 
 def test_every_setting_is_documented() -> None:
