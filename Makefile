@@ -101,6 +101,7 @@ bench: $(DEMO_STAMP)
 	$(BIN)/python bench/bench_fleet_speed.py
 	$(BIN)/python bench/bench_fleet_kv.py
 	$(BIN)/python bench/bench_reaction.py
+	$(BIN)/python bench/bench_soak.py
 
 clean:
 	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache
