@@ -1,12 +1,14 @@
 """Chaos on the real control plane: a node under a running pool stops reporting.
 
-kwok stops heartbeating the node (its management annotation is removed), so the real
-kube-controller-manager marks it NotReady after its node-monitor grace period and taints it
+The node's heartbeat stops: the test takes over its Lease in kube-node-lease (another holder, a
+long duration), and kwok, which renews only leases it holds and leaves a node it does not hold
+alone, stops reporting for it, just as a kubelet on a dead machine would. The real
+kube-controller-manager marks the node NotReady after its node-monitor grace period and taints it
 `unreachable:NoExecute`; the pool's engine pods tolerate that for 5 s (a node-pool toleration, as a
 production pool would set to fail over faster than Kubernetes' default 300 s), are evicted, and the
 Deployment's replacements land on another node of the same node pool. Afterwards the pool's objects
-are exactly the expected set and it has exactly its replicas, none on the dead node. Figures go to
-`<run dir>/chaos-figures.json`.
+are exactly the expected set and it has exactly its replicas, none on the dead node. Deleting the Lease afterwards hands the
+node back to kwok, which re-initializes it to Ready. Figures go to `<run dir>/chaos-figures.json`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 
 from e2e.chaos import ChaosPool, chaos_operator, record
 from e2e.harness import wait_until
-from e2e.harness.config import KWOK_NODE_ANNOTATION
 from e2e.harness.nodes import POOL_LABEL
 from e2e.operator_process import OperatorProcess
 
@@ -29,6 +31,9 @@ pytestmark = pytest.mark.e2e
 REPLICAS = 2
 TOLERATION_S = 5
 FAIL_OVER_BOUND_S = 240  # the controller manager's grace period (50 s) + the toleration + a pod start, loaded
+NOT_READY_BOUND_S = 180  # the 50 s grace period, plus one more if kwok's 10-minute status heartbeat lands inside it
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+CHAOS_HOLDER = "semipd-chaos-e2e"
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +61,26 @@ def node_ready(cluster: Any, name: str) -> str:
     return next((c.status for c in node.status.conditions or [] if c.type == "Ready"), "Unknown")
 
 
+def stop_heartbeats(cluster: Any, node: str) -> None:
+    """Hold the node's Lease as someone else, so kwok neither renews it nor updates the node."""
+    leases = client.CoordinationV1Api(cluster.api())
+    for _ in range(5):  # kwok renews every ~10 s; a renewal between our read and write is a 409
+        lease = leases.read_namespaced_lease(node, NODE_LEASE_NAMESPACE)
+        lease.spec.holder_identity = CHAOS_HOLDER
+        lease.spec.lease_duration_seconds = 3600  # renewTime stays put: no fresh heartbeat for the node monitor
+        try:
+            leases.replace_namespaced_lease(node, NODE_LEASE_NAMESPACE, lease)
+            return
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
+    raise AssertionError(f"could not take over the Lease of {node}: five conflicts in a row")
+
+
+def resume_heartbeats(cluster: Any, node: str) -> None:
+    client.CoordinationV1Api(cluster.api()).delete_namespaced_lease(node, NODE_LEASE_NAMESPACE)
+
+
 def test_a_node_going_not_ready_moves_its_engines_to_another_node_of_the_pool(
     cluster: Any, pool: ChaosPool, operator: OperatorProcess
 ) -> None:
@@ -66,9 +91,10 @@ def test_a_node_going_not_ready_moves_its_engines_to_another_node_of_the_pool(
     node_pool = cluster.core().read_node(node).metadata.labels[POOL_LABEL]
     on_node = {p["metadata"]["name"] for p in pool.pods() if p["spec"]["nodeName"] == node}
     t0 = time.monotonic()
-    cluster.kubectl("annotate", "node", node, f"{KWOK_NODE_ANNOTATION}-")  # kwok lets go: no more heartbeats
+    stop_heartbeats(cluster, node)
     try:
-        wait_until(lambda: node_ready(cluster, node) != "True", timeout=120, interval=1, what=f"{node} NotReady")
+        wait_until(lambda: node_ready(cluster, node) != "True", timeout=NOT_READY_BOUND_S, interval=1,
+                   what=f"{node} NotReady")  # fmt: skip
         not_ready_after = time.monotonic() - t0
         wait_until(lambda: not on_node & {p["metadata"]["name"] for p in pool.pods()}, timeout=120, interval=1,
                    what=f"the pods on {node} evicted")  # fmt: skip
@@ -90,7 +116,7 @@ def test_a_node_going_not_ready_moves_its_engines_to_another_node_of_the_pool(
         assert pool.owned() == pool.expected()  # nothing duplicated or orphaned
         assert pool.deployment()["spec"]["replicas"] == REPLICAS
     finally:
-        cluster.kubectl("annotate", "node", node, f"{KWOK_NODE_ANNOTATION}=fake", "--overwrite")
+        resume_heartbeats(cluster, node)
         cluster.wait_nodes_ready([node], timeout=120)
         wait_until(lambda: not [t for t in cluster.core().read_node(node).spec.taints or []
                                 if t.key.startswith("node.kubernetes.io/")],
