@@ -7,8 +7,9 @@ kube-controller-manager marks the node NotReady after its node-monitor grace per
 `unreachable:NoExecute`; the pool's engine pods tolerate that for 5 s (a node-pool toleration, as a
 production pool would set to fail over faster than Kubernetes' default 300 s), are evicted, and the
 Deployment's replacements land on another node of the same node pool. Afterwards the pool's objects
-are exactly the expected set and it has exactly its replicas, none on the dead node. Deleting the Lease afterwards hands the
-node back to kwok, which re-initializes it to Ready. Figures go to `<run dir>/chaos-figures.json`.
+are exactly the expected set and it has exactly its replicas, none on the dead node. Deleting the
+Lease afterwards hands the node back to kwok, which re-initializes it to Ready. Figures go to
+`<run dir>/chaos-figures.json`.
 """
 
 from __future__ import annotations

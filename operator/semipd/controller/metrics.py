@@ -7,8 +7,13 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 RECONCILES = Counter("semipd_reconcile", "InferencePool reconciles by result", ["result"])
 RECONCILE_SECONDS = Histogram(
     "semipd_reconcile_duration_seconds",
-    "Wall time of one InferencePool reconcile",
+    "Wall time of one InferencePool reconcile, from taking a reconcile slot to its status written",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+RECONCILE_QUEUE_SECONDS = Histogram(
+    "semipd_reconcile_queue_seconds",
+    "Time a triggered reconcile waited for its pool's lock and a free reconcile slot",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 INVALID_SPECS = Counter("semipd_invalid_spec", "Reconciles that found an InvalidSpec")
 DECISIONS = Counter(
@@ -30,6 +35,7 @@ OBSERVATION_AGE = Gauge(
     "semipd_observation_age_seconds", "Age of the newest sample behind the last observation", ["namespace", "pool"]
 )
 LEADER = Gauge("semipd_leader", "1 while this process holds the leader Lease (or runs without leader election)")
+EVENTS_DROPPED = Counter("semipd_events_dropped", "Events not posted because the operator's event queue was full")
 API_REQUESTS = Counter(
     "semipd_kube_api_requests", "Kubernetes API requests made by reconciles (watches excluded)", ["verb", "kind"]
 )
