@@ -469,10 +469,10 @@ def report(fig: dict[str, Any]) -> str:
     st = fig["storm_change_to_status_s"]
     lines += [
         "",
-        "p50/p99: the operator's `semipd_reconcile_duration_seconds` over the phase (one reconcile, from taking one "
-        "of the operator's reconcile slots to its status written, as controller-runtime's reconcile_time_seconds "
-        "counts it), interpolated inside its buckets (0.005 ... 10 s) as `histogram_quantile` does. queue: "
-        "`semipd_reconcile_queue_seconds`, the wait for the pool's lock and a free slot before that (buckets up to "
+        "p50/p99: the operator's `semipd_reconcile_duration_seconds` over the phase (one reconcile, from taking its "
+        "pool's lock to its status written, as controller-runtime's reconcile_time_seconds counts it), "
+        "interpolated inside its buckets (0.005 ... 10 s) as `histogram_quantile` does. queue: "
+        "`semipd_reconcile_queue_seconds`, the wait for that lock (another reconcile of the same pool) (buckets up to "
         "60 s); a burst's end-to-end latency is the change-to-status figure under Convergence. "
         "CPU: percent of one core. API counts: the "
         "apiserver's audit log for the operator's ServiceAccount (watches, Kopf's own calls and the liveness "

@@ -74,12 +74,11 @@ def _validate(args: argparse.Namespace) -> int:
     checks that need no cluster, so one command tells a GitOps pipeline what the operator would say."""
     import yaml
 
-    from semipd.api.durations import to_seconds
     from semipd.api.semantics import name_problems, parse_spec, semantic_problems
     from semipd.cliargs import fail
     from semipd.engines.capabilities import capabilities_of
 
-    scrape = to_seconds(args.scrape_interval)
+    scrape: float = args.scrape_interval  # seconds: parsed by positive_duration
     failed = 0
     for path in args.files:
         try:
@@ -142,8 +141,11 @@ def _completion(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from semipd.cliargs import HelpFormatter, Parser
+def build_parser(*, with_delegated: bool = False) -> argparse.ArgumentParser:
+    """The top-level parser. `with_delegated` gives `simulate`, `load` and `agent` their real options
+    (imported only then, for shell completion); otherwise they are placeholders that hand their
+    arguments to their own module."""
+    from semipd.cliargs import HelpFormatter, Parser, positive_duration
 
     parser = Parser(prog="semipd", description="semi-PD inference operator and tools", epilog=_internal_epilog())
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
@@ -169,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("files", nargs="+", help="YAML manifests (several documents per file are fine)")
     val.add_argument(
         "--scrape-interval",
+        type=positive_duration,
         default="5s",
         help="the operator's SEMIPD_SCRAPE_INTERVAL (spec.slo.window must be at least twice it)",
     )
@@ -180,8 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     comp.add_argument("shell", choices=("bash", "zsh", "fish", "tcsh", "powershell"), help="the shell")
     comp.set_defaults(fn=_completion)
-    for name, (_, text) in DELEGATED.items():
-        sub.add_parser(name, help=text, add_help=False)
+    for name, (module, text) in DELEGATED.items():
+        parents = [importlib.import_module(module).build_parser(f"semipd {name}")] if with_delegated else []
+        sub.add_parser(name, help=text, add_help=False, parents=parents)
     return parser
 
 
@@ -192,11 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(delegated[argv[0]][0])
         code: int = module.main(argv[1:], prog=f"semipd {argv[0]}")
         return code
-    parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # the shell's completion hook (argcomplete) is asking
         import argcomplete
 
-        argcomplete.autocomplete(parser)
+        argcomplete.autocomplete(build_parser(with_delegated=True))
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -24,7 +24,10 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "%(default)" in text or not action.option_strings or default in (None, False, argparse.SUPPRESS):
+        # `is`, not `in`: 0 == False, and a default of 0 (a seed) is a default worth showing.
+        if "%(default)" in text or not action.option_strings or any(default is v for v in (None, False)):
+            return text
+        if default == argparse.SUPPRESS:
             return text
         if isinstance(default, list | tuple) and not default:
             return text

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from semipd.agent import lifecycle
 from semipd.agent.admin import AdminServer
@@ -50,8 +51,15 @@ def check_bind_address(host: str, pod_ip: str | None) -> str:
     return host
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors on one line, exit 2, as every `semipd` command (standard library only)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser(prog: str = "semipd-agent") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=prog,
         usage=f"{prog} [options] -- <engine command...>",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,

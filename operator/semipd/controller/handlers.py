@@ -76,10 +76,8 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         configure_settings(settings)
         api = await new_api_client(config.api_timeout)
         agents = AgentClient()
-        events = EventRecorder(api, config.field_manager)
 
         async def close() -> None:
-            await events.close()
             await agents.close()
             await api.close()  # type: ignore[no-untyped-call]
 
@@ -87,7 +85,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             config=config,
             pools=PoolClient(api),
             children=ChildClient(api, config.field_manager),
-            events=events,
+            events=EventRecorder(api, config.field_manager),
             agents=agents,
             capabilities_of=capabilities_of,
             token_key=load_key(config.token_key_file),

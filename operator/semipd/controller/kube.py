@@ -6,8 +6,6 @@ share one path (and, later, one server-side-apply field manager).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 from datetime import UTC, datetime
@@ -145,22 +143,14 @@ class ChildClient:
 
 
 class EventRecorder:
-    """Posts core/v1 Events about an InferencePool from any task, off the reconcile's path.
-
-    Like client-go's broadcaster, `post` only queues (bounded; when full the Event is dropped and
-    counted): a reconcile never waits on Events, and an apiserver slow to take them slows no pool.
-    """
-
-    QUEUE_SIZE = 1000
+    """Posts core/v1 Events about an InferencePool (works from any task, unlike Kopf's poster)."""
 
     def __init__(self, api: client.ApiClient, component: str) -> None:
         self._core = client.CoreV1Api(api)
         self._component = component
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self.QUEUE_SIZE)
-        self._worker: asyncio.Task[None] | None = None
 
     async def post(self, body: dict[str, Any], type: str, reason: str, message: str) -> None:
-        """Queue one Event; never raises (Events are best-effort)."""
+        """Record one Event; failures are logged, never raised (Events are best-effort)."""
         meta = body["metadata"]
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
@@ -184,44 +174,10 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": 1,
         }
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.create_task(self._send_forever(), name="events")
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
-            metrics.EVENTS_DROPPED.inc()
-            log.warning("event queue full; dropped %s on %s/%s", reason, meta["namespace"], meta["name"])
-
-    async def _send_forever(self) -> None:
-        while True:
-            event = await self._queue.get()
-            try:
-                await self._send(event)
-            except Exception:  # a bug here must not stop every later Event
-                log.exception("posting event %s failed", event["reason"])
-            finally:
-                self._queue.task_done()
-
-    async def _send(self, event: dict[str, Any]) -> None:
-        where = f"{event['metadata']['namespace']}/{event['involvedObject']['name']}"
         metrics.API_REQUESTS.labels(verb="create", kind="Event").inc()
         try:
             model = client.CoreV1Event.from_dict(event)
             assert model is not None
-            await self._core.create_namespaced_event(event["metadata"]["namespace"], model)
+            await self._core.create_namespaced_event(meta["namespace"], model)
         except (client.ApiException, ValueError) as err:
-            log.warning("could not post event %s on %s: %s", event["reason"], where, err)
-
-    async def flush(self) -> None:
-        """Wait until every queued Event has been sent (or failed)."""
-        if self._worker is not None and not self._worker.done():
-            await self._queue.join()
-
-    async def close(self, timeout: float = 5.0) -> None:
-        """Send what is queued, for up to `timeout` seconds, then stop the worker."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.flush(), timeout)
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+            log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], err)

@@ -7,12 +7,12 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 RECONCILES = Counter("semipd_reconcile", "InferencePool reconciles by result", ["result"])
 RECONCILE_SECONDS = Histogram(
     "semipd_reconcile_duration_seconds",
-    "Wall time of one InferencePool reconcile, from taking a reconcile slot to its status written",
+    "Wall time of one InferencePool reconcile, from taking its pool's lock to its status written",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 RECONCILE_QUEUE_SECONDS = Histogram(
     "semipd_reconcile_queue_seconds",
-    "Time a triggered reconcile waited for its pool's lock and a free reconcile slot",
+    "Time a triggered reconcile waited for its pool's lock (another reconcile of the same pool)",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 INVALID_SPECS = Counter("semipd_invalid_spec", "Reconciles that found an InvalidSpec")

@@ -67,7 +67,7 @@ def build_parser(prog: str = "semipd load") -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="random seed of synthetic arrivals and lengths")
     p.add_argument("--start", type=duration, default="0s", help="trace: skip to this replay time (after scaling)")
     p.add_argument("--duration", type=positive_duration, help="stop sending after this long (e.g. 60s, 5m)")
-    p.add_argument("--max-requests", type=_positive_int, help="send at most this many requests")
+    p.add_argument("--max-requests", type=_positive_int, help="send at most this many requests (default: all)")
     p.add_argument("--max-input-tokens", type=_positive_int, help="clip prompt lengths")
     p.add_argument("--max-output-tokens", type=_positive_int, help="clip output lengths")
     p.add_argument("--concurrency", type=_positive_int, default=64, help="max requests in flight")

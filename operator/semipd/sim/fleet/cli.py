@@ -45,7 +45,7 @@ def build_parser(prog: str = "semipd simulate") -> argparse.ArgumentParser:
     p.add_argument(
         "--duration", type=positive_duration, help="only the first part of the trace, e.g. 5m (after scaling)"
     )
-    p.add_argument("--max-requests", type=int, default=None, help="only the first N requests")
+    p.add_argument("--max-requests", type=int, default=None, help="only the first N requests (default: all)")
     p.add_argument("--replicas", action="append", default=[], metavar="POOL=N", help="initial replicas")
     p.add_argument("--capacity", action="append", default=[], metavar="POOL=N",
                    help="replicas the node pool has room for (more stay unschedulable)")  # fmt: skip
