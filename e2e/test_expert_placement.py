@@ -165,7 +165,7 @@ def test_skewed_load_writes_version_1_and_every_engine_applies_it(
     _, load = fleet
     # Before: the trivial map on a Zipf-1.4 load is far from balanced, on every pod, in Prometheus.
     before = wait_until(
-        lambda: (g := gauge(cluster, "semipd_sim_expert_balancedness")) and len(g) == 2 and g,
+        lambda: (g := gauge(cluster, "semipd_sim_expert_balance_ratio")) and len(g) == 2 and g,
         timeout=60,
         what="balancedness of both engines in Prometheus",
     )
@@ -240,7 +240,7 @@ def test_skewed_load_writes_version_1_and_every_engine_applies_it(
 
     # After: the engines' balancedness in Prometheus is up, both the map's (gauge) and the one the
     # device counters measure over a window that starts after the switch.
-    after = gauge(cluster, "semipd_sim_expert_balancedness")
+    after = gauge(cluster, "semipd_sim_expert_balance_ratio")
     assert len(after) == 2
     for pod, value in after.items():
         assert value > before[pod] + 0.1, (pod, before[pod], value)

@@ -29,7 +29,7 @@ import yaml
 from e2e.harness import wait_until
 from e2e.harness.config import binary
 from e2e.operator_process import GIE_CRD
-from semipd.packaging import dashboard, dashboard_queries, grafana_to_promql, rule_groups
+from semipd.packaging import dashboard, dashboard_queries, grafana_to_promql, record_name, rule_groups
 
 pytestmark = pytest.mark.e2e
 
@@ -304,7 +304,7 @@ def test_rules_and_dashboard_queries_evaluate_on_real_prometheus(cluster: Any, i
             assert rsp.status_code == 200, rsp.text
     record = next(
         r for g in rule_groups()["groups"] for r in g["rules"]
-        if r.get("record") == "semipd:node_pool_ttft_p99_seconds:5m" and r["labels"]["engine_metrics"] == "sglang"
+        if r.get("record") == record_name("node_pool", "ttft", "5m") and r["labels"]["engine_metrics"] == "sglang"
     )  # fmt: skip
 
     def recorded() -> list[dict[str, Any]] | None:

@@ -169,7 +169,7 @@ def test_a_new_map_is_in_force_after_put_and_balancedness_rises(moe_pod: LocalPo
     assert doc["version"] == current + 1
     after = engine_gauges(moe_pod)
     assert after["semipd_sim_expert_placement_version"] == current + 1
-    assert after["semipd_sim_expert_balancedness"] > before["semipd_sim_expert_balancedness"] + 0.2
+    assert after["semipd_sim_expert_balance_ratio"] > before["semipd_sim_expert_balance_ratio"] + 0.2
     assert after["semipd_sim_expert_max_over_mean"] < 1.3 < before["semipd_sim_expert_max_over_mean"]
     assert agent_metric(moe_pod, "semipd_agent_expert_placement_version") == current + 1
     assert agent_metric(moe_pod, "semipd_agent_expert_rebalances_total") >= 1

@@ -36,6 +36,7 @@ from semipd.packaging import (
     metric_families,
     recording_rules,
     rule_groups,
+    slo_recording_rules,
     stale,
     sync,
 )
@@ -112,16 +113,21 @@ def test_recording_rules_are_the_drivers_p99_queries() -> None:
     for fam in metric_families():
         mine = [r for r in rules if r["labels"]["engine_metrics"] == fam.name]
         records = {r["record"] for r in mine}
-        expected = {f"semipd:{level}_{w}_p99_seconds:{win}" for w in ("ttft", "itl")
-                    for level, win in (("pool", "5m"), ("pool", "1h"), ("node_pool", "5m"))}  # fmt: skip
-        assert records == expected | {"semipd:node_pool_requests_per_second:1m"}
+        expected = {f"{prefix}:semipd_{w}_seconds:p99_{win}" for w in ("ttft", "itl")
+                    for prefix, win in (("namespace_pool", "5m"), ("namespace_pool", "1h"),
+                                        ("namespace_pool_node_pool", "5m"))}  # fmt: skip
+        assert records == expected | {"namespace_pool_node_pool:semipd_requests:rate1m"}
         exprs = {r["record"]: r["expr"] for r in mine}
         sel = 'semipd_io_pool!=""'
         assert (
-            fam.metrics.ttft_quantile(0.99, "5m", by=BY_POOL, selector=sel) in exprs["semipd:pool_ttft_p99_seconds:5m"]
+            fam.metrics.ttft_quantile(0.99, "5m", by=BY_POOL, selector=sel)
+            in exprs["namespace_pool:semipd_ttft_seconds:p99_5m"]
         )
-        assert fam.metrics.itl_quantile(0.99, "1h", by=BY_POOL, selector=sel) in exprs["semipd:pool_itl_p99_seconds:1h"]
-        node = exprs["semipd:node_pool_itl_p99_seconds:5m"]
+        assert (
+            fam.metrics.itl_quantile(0.99, "1h", by=BY_POOL, selector=sel)
+            in exprs["namespace_pool:semipd_itl_seconds:p99_1h"]
+        )
+        node = exprs["namespace_pool_node_pool:semipd_itl_seconds:p99_5m"]
         assert fam.metrics.itl_quantile(0.99, "5m", by=BY_NODE_POOL, selector=sel) in node
         assert '"node_pool", "$1", "semipd_io_node_pool"' in node
 
@@ -144,10 +150,11 @@ def test_alerts_cover_slo_burn_operator_errors_and_missing_metrics() -> None:
         assert a["labels"]["severity"] in ("warning", "critical")
         assert a["annotations"]["summary"]
         assert a["for"]
-    recorded = {r["record"] for r in recording_rules()}
+    recorded = {r["record"] for r in recording_rules() + slo_recording_rules()}
     for a in alerts.values():
-        for used in re.findall(r"semipd:[a-z_0-9]+:[0-9a-z]+", a["expr"]):
+        for used in re.findall(r"[a-z_]+:[a-z_0-9]+:[0-9a-z_]+", a["expr"]):
             assert used in recorded, f"{a['alert']} uses unrecorded {used}"
+    assert "semipd_slo_attainment_target_ratio" in alerts["SemipdTTFTSLOFastBurn"]["expr"]
 
 
 def exported_metric_names() -> set[str]:

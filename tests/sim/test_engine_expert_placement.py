@@ -111,7 +111,7 @@ def test_metrics_export_device_load_version_and_balancedness(hits: list[list[flo
     assert devices[("0", "1")] == pytest.approx(float(p.device_tokens(300.0)[0, 1]))
     assert sum(v for (layer, _), v in devices.items() if layer == "2") == pytest.approx(300.0 * K)
     assert families["semipd_sim_expert_placement_version"].samples[0].value == 1
-    assert families["semipd_sim_expert_balancedness"].samples[0].value == pytest.approx(p.balancedness())
+    assert families["semipd_sim_expert_balance_ratio"].samples[0].value == pytest.approx(p.balancedness())
     assert families["semipd_sim_expert_max_over_mean"].samples[0].value == pytest.approx(p.worst_max_over_mean())
     assert [s.value for s in families["semipd_sim_expert_rebalances"].samples if s.name.endswith("_total")] == [1]
 

@@ -33,6 +33,7 @@ from semipd.controller.timestamps import epoch_of, rfc3339
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
+from semipd.engines.families import slo_buckets
 from semipd.observe.fleet import fault_reason, observe_pool
 from semipd.observe.kvcache import observe_kv_pools
 from semipd.observe.prometheus import PrometheusSource
@@ -220,8 +221,9 @@ async def _act(
 ) -> None:
     """Carry out one evaluation's plan: switches, expert maps, KV placement, and the view reconcile publishes."""
     spec, namespace, name, result = ev.spec, ev.namespace, ev.name, decided.slo
-    metrics.SLO_TARGET.labels(namespace=namespace, pool=name, slo="ttft").set(to_seconds(spec.slo.ttft_p99))
-    metrics.SLO_TARGET.labels(namespace=namespace, pool=name, slo="itl").set(to_seconds(spec.slo.itl_p99))
+    targets = {"ttft": to_seconds(spec.slo.ttft_p99), "itl": to_seconds(spec.slo.itl_p99)}
+    kinds = [spec.effective_engine(np).kind for np in spec.node_pools]
+    metrics.publish_slo(namespace, name, targets, spec.slo.attainment_target, slo_buckets(kinds, targets))
     if obs.slo.available:
         metrics.OBSERVATION_AGE.labels(namespace=namespace, pool=name).set(obs.age)
     failed = []

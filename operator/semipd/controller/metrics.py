@@ -26,6 +26,40 @@ SLO_TARGET = Gauge(
     "The pool's latency objectives (spec.slo), for alerts and dashboards",
     ["namespace", "pool", "slo"],
 )
+SLO_OBJECTIVE = Gauge(
+    "semipd_slo_attainment_target_ratio",
+    "The pool's spec.slo.attainmentTarget: the fraction of requests that must meet each objective",
+    ["namespace", "pool"],
+)
+SLO_BUCKET = Gauge(
+    "semipd_slo_bucket_info",
+    "1 for the engine histogram bucket (le) at or below each objective, per engine metric family: the "
+    "burn-rate rules count requests in that bucket as meeting the objective",
+    ["namespace", "pool", "slo", "engine_metrics", "le"],
+)
+_slo_buckets: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+
+
+def publish_slo(
+    namespace: str,
+    pool: str,
+    targets_s: dict[str, float],
+    objective: float,
+    buckets: dict[tuple[str, str], str],
+) -> None:
+    """Export a pool's objectives; bucket label sets no longer in force are removed, since a stale
+    `semipd_slo_bucket_info` series would count the same requests as good twice."""
+    for slo, seconds in targets_s.items():
+        SLO_TARGET.labels(namespace=namespace, pool=pool, slo=slo).set(seconds)
+    SLO_OBJECTIVE.labels(namespace=namespace, pool=pool).set(objective)
+    now = {(slo, family, le) for (slo, family), le in buckets.items()}
+    for slo, family, le in _slo_buckets.get((namespace, pool), set()) - now:
+        SLO_BUCKET.remove(namespace, pool, slo, family, le)
+    for slo, family, le in now:
+        SLO_BUCKET.labels(namespace=namespace, pool=pool, slo=slo, engine_metrics=family, le=le).set(1)
+    _slo_buckets[(namespace, pool)] = now
+
+
 DECISION_SECONDS = Histogram(
     "semipd_autoscaler_decision_duration_seconds",
     "Observe + plan wall time of one evaluation",
@@ -35,7 +69,6 @@ OBSERVATION_AGE = Gauge(
     "semipd_observation_age_seconds", "Age of the newest sample behind the last observation", ["namespace", "pool"]
 )
 LEADER = Gauge("semipd_leader", "1 while this process holds the leader Lease (or runs without leader election)")
-EVENTS_DROPPED = Counter("semipd_events_dropped", "Events not posted because the operator's event queue was full")
 API_REQUESTS = Counter(
     "semipd_kube_api_requests", "Kubernetes API requests made by reconciles (watches excluded)", ["verb", "kind"]
 )

@@ -53,7 +53,7 @@ from semipd.packaging.families import (
     metric_families,
     prom_label,
 )
-from semipd.packaging.rules import alert_rules, record_name, recording_rules, rule_groups
+from semipd.packaging.rules import alert_rules, record_name, recording_rules, rule_groups, slo_recording_rules
 
 __all__ = [
     "AGENT_SPLIT", "ANY_POOL", "BY_NODE_POOL", "BY_POOL", "CHART", "CRD_SOURCE", "CRD_TEMPLATE",
@@ -62,5 +62,5 @@ __all__ = [
     "Family", "alert_rules", "any_family", "chart_files", "crd_template", "dashboard", "dashboard_queries",
     "default_helm", "generated_files", "grafana_to_promql", "helm_template", "latency_p99", "main",
     "manifest_filename", "manifests_from_render", "metric_families", "prom_label", "record_name",
-    "recording_rules", "rule_groups", "stale", "sync", "write",
+    "recording_rules", "rule_groups", "slo_recording_rules", "stale", "sync", "write",
 ]  # fmt: skip

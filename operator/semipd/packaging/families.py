@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from semipd.desired import names
-from semipd.engines import DRIVERS, MetricSet
+from semipd.engines.families import Family, metric_families
 
 
 def prom_label(kube_label: str) -> str:
@@ -34,10 +33,11 @@ OPERATOR_METRICS = {
     "semipd_reconcile_duration_seconds_count",
     "semipd_autoscaler_decisions_total",
     "semipd_observation_age_seconds",
+    "semipd_slo_target_seconds",
+    "semipd_slo_attainment_target_ratio",
+    "semipd_slo_bucket_info",
 }
-PENDING_OPERATOR_METRICS = {
-    "semipd_slo_target_seconds": "gauge {namespace, pool, slo=ttft|itl}: the pool's spec.slo target in seconds",
-}
+PENDING_OPERATOR_METRICS: dict[str, str] = {}
 AGENT_SPLIT = "semipd_agent_prefill_share_ratio"
 AGENT_DECODE = "semipd_agent_decode_share_ratio"
 AGENT_SWITCH_SECONDS = "semipd_agent_switch_duration_seconds"
@@ -48,37 +48,18 @@ RENAMED_METRICS = {
     "semipd_agent_decode_percent": AGENT_DECODE,
     "semipd_sim:prefill_percent": SIM_SPLIT,
     "semipd_sim:decode_percent": SIM_DECODE,
+    "semipd_sim_expert_balancedness": "semipd_sim_expert_balance_ratio",
+    # recording rules, now level:metric:operations
+    "semipd:pool_ttft_p99_seconds:5m": "namespace_pool:semipd_ttft_seconds:p99_5m",
+    "semipd:pool_ttft_p99_seconds:1h": "namespace_pool:semipd_ttft_seconds:p99_1h",
+    "semipd:pool_itl_p99_seconds:5m": "namespace_pool:semipd_itl_seconds:p99_5m",
+    "semipd:pool_itl_p99_seconds:1h": "namespace_pool:semipd_itl_seconds:p99_1h",
+    "semipd:node_pool_ttft_p99_seconds:5m": "namespace_pool_node_pool:semipd_ttft_seconds:p99_5m",
+    "semipd:node_pool_itl_p99_seconds:5m": "namespace_pool_node_pool:semipd_itl_seconds:p99_5m",
+    "semipd:node_pool_requests_per_second:1m": "namespace_pool_node_pool:semipd_requests:rate1m",
 }
 """Names gone in v1alpha1 (no alias is exported): shares are ratios in 0-1, and colons are for recording
 rules only (every other `semipd_sim:` series became `semipd_sim_`)."""
-
-
-# --- engine metric families ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Family:
-    """Engines exporting the same histograms (e.g. `sim` and `sglang-semipd` both export SGLang's)."""
-
-    name: str
-    kinds: tuple[str, ...]
-    metrics: MetricSet
-
-
-def metric_families() -> list[Family]:
-    """One family per distinct TTFT/ITL histogram pair among the engine drivers."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    sets: dict[tuple[str, str], MetricSet] = {}
-    for kind in sorted(DRIVERS):
-        ms = DRIVERS[kind].metrics
-        key = (ms.ttft, ms.itl)
-        groups.setdefault(key, []).append(kind)
-        sets.setdefault(key, ms)
-    out = []
-    for key, kinds in groups.items():
-        name = key[0].split(":", 1)[0] if ":" in key[0] else kinds[0]
-        out.append(Family(name, tuple(kinds), sets[key]))
-    return sorted(out, key=lambda f: f.name)
 
 
 def with_pool_labels(expr: str, by: Sequence[str]) -> str:

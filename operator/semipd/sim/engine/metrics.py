@@ -78,7 +78,7 @@ class ExpertCollector(Collector):
                 placement.version,
             ),
             (
-                "semipd_sim_expert_balancedness",
+                "semipd_sim_expert_balance_ratio",
                 "Mean over MoE layers of mean/max device load under the map in force (SGLang's definition).",
                 placement.balancedness(),
             ),
