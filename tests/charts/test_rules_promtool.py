@@ -159,3 +159,23 @@ def test_renamed_metrics_are_gone_from_every_exporter_rule_and_panel() -> None:
         assert new in (rules if ":" in new else exported), new
     assert "semipd_sim:" not in exported  # colons are for recording rules
     assert "semipd_agent_prefill_share_ratio 0.5" in exported
+
+
+def test_our_metric_names_pass_promtool_lint(promtool: str) -> None:
+    """`promtool check metrics` over everything the operator, the agent and the sim engine export under
+    our own names (the sim's SGLang-named series copy upstream's names, colons included, on purpose)."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    from semipd.agent.agentmetrics import AgentMetrics
+    from semipd.controller.metrics import publish_slo
+    from semipd.sim.engine.experts import ExpertPlacement
+    from semipd.sim.engine.metrics import EngineMetrics
+
+    publish_slo("ns", "lint", {"ttft": 2.0, "itl": 0.08}, 0.99, {("ttft", "sglang"): "2.0"})
+    engine = EngineMetrics("m", [[0.5, 0.5]], ExpertPlacement([[0.5, 0.5]], ep=2, redundant=0))
+    text = generate_latest(REGISTRY).decode() + AgentMetrics("sim", "standby_swap").render()
+    text += generate_latest(engine.registry).decode()
+    ours = "".join(line + "\n" for line in text.splitlines() if "sglang:" not in line)
+    assert "semipd_slo_bucket_info" in ours and "semipd_agent_" in ours and "semipd_sim_" in ours
+    lint = subprocess.run([promtool, "check", "metrics"], input=ours, capture_output=True, text=True, timeout=60)
+    assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -11,7 +11,7 @@ def bucket_series(pool: str) -> set[tuple[str, str, str]]:
     out = set()
     for fam in REGISTRY.collect():
         if fam.name == "semipd_slo_bucket_info":
-            out |= {(s.labels["slo"], s.labels["engine_metrics"], s.labels["le"])
+            out |= {(s.labels["slo"], s.labels["engine_metrics"], s.labels["bucket_le"])
                     for s in fam.samples if s.labels["pool"] == pool}  # fmt: skip
     return out
 

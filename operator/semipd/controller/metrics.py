@@ -34,8 +34,9 @@ SLO_OBJECTIVE = Gauge(
 SLO_BUCKET = Gauge(
     "semipd_slo_bucket_info",
     "1 for the engine histogram bucket (le) at or below each objective, per engine metric family: the "
-    "burn-rate rules count requests in that bucket as meeting the objective",
-    ["namespace", "pool", "slo", "engine_metrics", "le"],
+    "burn-rate rules count requests in that bucket as meeting the objective (bucket_le: the bucket's le; "
+    "only histograms may carry le itself)",
+    ["namespace", "pool", "slo", "engine_metrics", "bucket_le"],
 )
 _slo_buckets: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
 
@@ -56,7 +57,7 @@ def publish_slo(
     for slo, family, le in _slo_buckets.get((namespace, pool), set()) - now:
         SLO_BUCKET.remove(namespace, pool, slo, family, le)
     for slo, family, le in now:
-        SLO_BUCKET.labels(namespace=namespace, pool=pool, slo=slo, engine_metrics=family, le=le).set(1)
+        SLO_BUCKET.labels(namespace=namespace, pool=pool, slo=slo, engine_metrics=family, bucket_le=le).set(1)
     _slo_buckets[(namespace, pool)] = now
 
 

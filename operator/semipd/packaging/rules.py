@@ -45,7 +45,8 @@ def slo_record(which: str, part: str, window: str) -> str:
 
 def _slo_bucket(which: str, family: str) -> str:
     # max by: two operator replicas briefly exporting the same pool must not make the join ambiguous
-    return f'max by (namespace, pool, le) (semipd_slo_bucket_info{{slo="{which}", engine_metrics="{family}"}})'
+    info = f'max by (namespace, pool, bucket_le) (semipd_slo_bucket_info{{slo="{which}", engine_metrics="{family}"}})'
+    return f'label_replace({info}, "le", "$1", "bucket_le", "(.+)")'
 
 
 def slo_recording_rules() -> list[dict[str, Any]]:
