@@ -9,7 +9,8 @@ import re
 from collections.abc import Callable, Sequence
 
 from semipd.desired import names
-from semipd.engines.families import Family, metric_families
+from semipd.engines.families import Family as Family
+from semipd.engines.families import metric_families as metric_families
 
 
 def prom_label(kube_label: str) -> str:
