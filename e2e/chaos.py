@@ -67,9 +67,33 @@ class ChaosPool:
         return int((self.deployment().get("status") or {}).get("readyReplicas") or 0)
 
     def wait_replicas(self, n: int, timeout: float = 120) -> float:
+        """Seconds until the Deployment has `n` ready replicas; `self.stages` says when the operator
+        scaled it, when the controller manager had made the pods and when they became ready."""
         t0 = time.monotonic()
-        wait_until(lambda: self.ready_replicas() == n, timeout=timeout, what=f"{n} ready engine replicas")
+        self.stages: dict[str, float] = {}
+
+        def reached() -> bool:
+            dep = self.deployment()
+            status, at = dep.get("status") or {}, time.monotonic() - t0
+            if dep["spec"].get("replicas") == n:
+                self.stages.setdefault("deployment_scaled_s", at)
+            if status.get("replicas") == n and status.get("observedGeneration") == dep["metadata"]["generation"]:
+                self.stages.setdefault("replicas_made_s", at)
+            if int(status.get("readyReplicas") or 0) == n:
+                self.stages.setdefault("replicas_ready_s", at)
+                return True
+            return False
+
+        wait_until(reached, timeout=timeout, what=f"{n} ready engine replicas", on_timeout=self.diagnose)
         return time.monotonic() - t0
+
+    def diagnose(self) -> str:
+        """Where a rollout stands, for a timeout's message: the Deployment, each pod, recent Events."""
+        dep = self.cluster.kubectl("get", "deployment,replicaset", "-n", self.ns, "-o", "wide", check=False).stdout
+        pods = self.cluster.kubectl("get", "pods", "-n", self.ns, "-o", "wide", check=False).stdout
+        events = self.cluster.kubectl("get", "events", "-n", self.ns, "--sort-by=.lastTimestamp", check=False).stdout
+        tail = "\n".join(events.splitlines()[-25:])
+        return f"stages reached: {self.stages}\nobjects:\n{dep}\npods:\n{pods}\nrecent events:\n{tail}"
 
 
 @contextlib.contextmanager
