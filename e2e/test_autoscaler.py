@@ -106,16 +106,23 @@ def fleet(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
 
 def test_ttft_breach_is_fixed_by_the_split_alone(cluster: Any, fleet: tuple[OperatorProcess, LoadDriver]) -> None:
     _, load = fleet
+    before = {d["time"] for d in decisions(cluster, "SplitChange")}
     rate(load, 6.0)
     breach = wait_until(
         lambda: (t := observed_ttft(cluster)) is not None and t > 1.0 and time.monotonic(),
         timeout=90,
         what="p99 TTFT over the SLO",
     )
+    # The move that fixes it may come before the breach shows (the model predicts the gain at the
+    # new rate: `PredictedGain` / `RisingLoad`) or after (`TTFTOverSLO`); any reason but ITL counts.
     split = wait_until(
-        lambda: [d for d in decisions(cluster, "SplitChange") if d["reason"] == "TTFTOverSLO"] and time.monotonic(),
+        lambda: (
+            [d for d in decisions(cluster, "SplitChange") if d["time"] not in before and d["reason"] != "ITLOverSLO"]
+            and time.monotonic()
+        ),
         timeout=60,
         what="a split change for the TTFT breach",
+        on_timeout=lambda: f"decisions: {decisions(cluster)}",
     )
     # A pod's first samples are trusted after one window (WINDOW_S); then the next evaluation acts.
     assert split - breach <= WINDOW_S + 2 * INTERVAL + 3.0, (
