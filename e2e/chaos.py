@@ -23,6 +23,8 @@ class ChaosPool:
 
     def __init__(self, cluster: Any, namespace: str, name: str) -> None:
         self.cluster, self.ns, self.name = cluster, namespace, name
+        self.stages: dict[str, float] = {}
+        """Seconds into the last `wait_replicas` at which each step of its rollout was first seen."""
 
     def manifest(self, replicas: int, args: list[str] | None = None) -> dict[str, Any]:
         doc: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "sim-mixed-gpu-ascend.yaml").read_text())
@@ -64,13 +66,13 @@ class ChaosPool:
                        f"Secret/{n}-agent-token"])  # fmt: skip
 
     def ready_replicas(self) -> int:
-        return int((self.deployment().get("status") or {}).get("readyReplicas") or 0)
+        return _ready(self.deployment())
 
     def wait_replicas(self, n: int, timeout: float = 120) -> float:
         """Seconds until the Deployment has `n` ready replicas; `self.stages` says when the operator
         scaled it, when the controller manager had made the pods and when they became ready."""
         t0 = time.monotonic()
-        self.stages: dict[str, float] = {}
+        self.stages = {}
 
         def reached() -> bool:
             dep = self.deployment()
@@ -79,13 +81,17 @@ class ChaosPool:
                 self.stages.setdefault("deployment_scaled_s", at)
             if status.get("replicas") == n and status.get("observedGeneration") == dep["metadata"]["generation"]:
                 self.stages.setdefault("replicas_made_s", at)
-            if int(status.get("readyReplicas") or 0) == n:
+            if _ready(dep) == n:
                 self.stages.setdefault("replicas_ready_s", at)
                 return True
             return False
 
         wait_until(reached, timeout=timeout, what=f"{n} ready engine replicas", on_timeout=self.diagnose)
         return time.monotonic() - t0
+
+    def rollout_figures(self) -> dict[str, float]:
+        """The last rollout's steps, named for a chaos figures entry."""
+        return {f"spec_change_{k}": v for k, v in self.stages.items()}
 
     def diagnose(self) -> str:
         """Where a rollout stands, for a timeout's message: the Deployment, each pod, recent Events."""
@@ -94,6 +100,10 @@ class ChaosPool:
         events = self.cluster.kubectl("get", "events", "-n", self.ns, "--sort-by=.lastTimestamp", check=False).stdout
         tail = "\n".join(events.splitlines()[-25:])
         return f"stages reached: {self.stages}\nobjects:\n{dep}\npods:\n{pods}\nrecent events:\n{tail}"
+
+
+def _ready(deployment: dict[str, Any]) -> int:
+    return int((deployment.get("status") or {}).get("readyReplicas") or 0)
 
 
 @contextlib.contextmanager

@@ -80,7 +80,7 @@ def outage(cluster: Any, pool: ChaosPool, op: OperatorProcess, component: str, r
         "component_healthy_after_restart_s": healthy_after,
         "probe_recovered_after_s": live_again,
         "spec_change_converged_after_s": converged,
-        **{f"spec_change_{k}": v for k, v in pool.stages.items()},
+        **pool.rollout_figures(),
         "duplicated_or_orphaned_objects": float(len(pool.owned()) - len(pool.expected())),
     }
 
@@ -163,6 +163,6 @@ def test_watch_expiry_410_gone_relists_and_recovers(cluster: Any, pool: ChaosPoo
         "apiserver_healthy_after_restart_s": healthy_after,
         "operator_relisted_after_s": relist_after,
         "spec_change_converged_after_s": converged,
-        **{f"spec_change_{k}": v for k, v in pool.stages.items()},
+        **pool.rollout_figures(),
         "duplicated_or_orphaned_objects": float(len(pool.owned()) - len(pool.expected())),
     })  # fmt: skip
