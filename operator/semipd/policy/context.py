@@ -114,6 +114,10 @@ class Run:
         since = max(self.state.last_split_change.get(pod, -math.inf), self.first_seen.get(pod, self.now))
         return self.now - since < self.window_s
 
+    def starting(self, pod: str) -> bool:
+        """The pod appeared within the last observation window (finished requests still lag arrivals)."""
+        return self.now - self.first_seen.get(pod, self.now) < self.window_s
+
     def awaiting_fix(self, pod: str) -> bool:
         """The pod's last split change, within the last window, was predicted to clear its SLO miss."""
         return self.now - self.fix_expected.get(pod, -math.inf) < self.window_s

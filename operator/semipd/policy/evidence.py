@@ -28,6 +28,8 @@ BROKEN_RATE_FRACTION = 0.5
 """A breach at rate r refuses its share and less down to this fraction of r: ITL under contention is
 set more by the step than by the batch (the fair judge's world broke 50 ms at (100, 40) at 1.5/s as
 at 4/s), yet a breach at a peak must not pin the split through the night (estimate)."""
+CLEAN_RATE_REACH = 1.25
+"""A clean reading at rate r vouches for its decode share up to this multiple of r (estimate)."""
 MAX_READINGS = 256
 """Per node pool, newest kept (after merging repeats of one verdict: a breach must not be pushed out
 by the clean windows of the other pods)."""
@@ -46,7 +48,11 @@ class ItlReading:
     decode_percent: int
     """The decode share (alone) of that split."""
     clean: bool
-    """True: p99 ITL had the measured margin free; False: p99 ITL was over the SLO."""
+    """True: p99 ITL had the measured margin free; False: p99 ITL was over the SLO (or, with `tight`,
+    within the margin of it)."""
+    tight: bool = False
+    """p99 ITL was within the measured margin of the SLO, not over it: the share is refused at this
+    rate or more (not down to BROKEN_RATE_FRACTION of it), and forgotten like a clean reading."""
 
 
 def decode_share(split: tuple[int, int]) -> float:
@@ -58,10 +64,10 @@ def updated(
     readings: Iterable[ItlReading], new: Iterable[ItlReading], now: float, window_s: float
 ) -> tuple[ItlReading, ...]:
     """The pool's readings with this evaluation's added and the expired ones dropped."""
-    newest: dict[tuple[float, int, bool, float], ItlReading] = {}
+    newest: dict[tuple[float, int, bool, bool, float], ItlReading] = {}
     for r in (*readings, *new):
-        if now - r.time < (TTL_WINDOWS if r.clean else BROKEN_TTL_WINDOWS) * window_s:
-            newest[(r.share, r.decode_percent, r.clean, 0.0 if not r.clean else round(r.rate, 1))] = r
+        if now - r.time < (TTL_WINDOWS if r.clean or r.tight else BROKEN_TTL_WINDOWS) * window_s:
+            newest[(r.share, r.decode_percent, r.clean, r.tight, 0.0 if not r.clean else round(r.rate, 1))] = r
     kept = sorted(newest.values(), key=lambda r: r.time)
     return tuple(kept[-MAX_READINGS:])
 
@@ -74,7 +80,8 @@ class Verdicts:
     """The smallest decode share measured to meet ITL at the pod's rate or more (its own split's
     counts: a pod that broke ITL moves up anyway)."""
     breaches: tuple[tuple[float, float], ...]
-    """(contended decode share, per-pod rate) of every reading that broke ITL."""
+    """(contended decode share, lowest per-pod rate it refuses) of every reading that broke ITL or ran
+    it tight."""
     step: int
     """How far below the smallest clean decode share a candidate may go (percent): one grid step, two
     for a roomy pod."""
@@ -89,7 +96,7 @@ class Verdicts:
           prior promised 44 ms).
         """
         share = decode_share(split)
-        if any(b >= share - EPS and rate >= BROKEN_RATE_FRACTION * r for b, r in self.breaches):
+        if any(b >= share - EPS and rate >= r for b, r in self.breaches):
             return "broken"
         if split[1] < self.lowest_decode - self.step:
             return "untrusted"
@@ -113,6 +120,7 @@ def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tupl
     """The readings as seen by a pod now at `current` serving `measured_rate` per-pod arrivals/s;
     `roomy`: its own p99 ITL is at most ROOMY_ITL of the SLO."""
     pool = tuple(readings)
-    met = [r.decode_percent for r in pool if r.clean and r.rate >= measured_rate - EPS]
-    return Verdicts(min([current[1], *met]), tuple((r.share, r.rate) for r in pool if not r.clean),
+    met = [r.decode_percent for r in pool if r.clean and CLEAN_RATE_REACH * r.rate >= measured_rate - EPS]
+    refused = tuple((r.share, r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in pool if not r.clean)
+    return Verdicts(min([current[1], *met]), refused,
                     step * (2 if roomy else 1))  # fmt: skip

@@ -256,8 +256,11 @@ def _slo_at_risk(run: Run) -> bool:
         for pod in run.obs.pods_of(np.name):
             if sample_of(pod, run.window_s) is None:
                 continue  # too little data
-            if run.awaiting_fix(pod.pod) or run.settling(pod.pod):
-                continue  # a split change predicted to fix it, whose effect is not measurable yet
+            if run.awaiting_fix(pod.pod) or run.starting(pod.pod):
+                # A split change predicted to fix it, whose effect is not measurable yet, or a pod too
+                # new to judge. A change not predicted to fix the miss (an ITL defence, a follow) does
+                # not hold replicas back: with it, the mix-shift day's scale-outs came 1-2 minutes late.
+                continue
             h = headroom(pod.ttft_p99, pod.itl_p99, run.ttft_slo, run.itl_slo)
             if h is not None and h < 0:
                 return True

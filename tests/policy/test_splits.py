@@ -1,0 +1,130 @@
+"""The split planner's ITL defences and how fast the pool converges: ITLAtRisk, FollowMeasured and the
+coupling probe (policy.splits), with the evidence they read and write (policy.evidence)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from semipd.api.durations import to_seconds
+from semipd.policy.evidence import CLEAN_RATE_REACH, ItlReading, decode_share, verdicts
+from semipd.policy.planner import plan
+from semipd.policy.splits import ITL_MARGIN, MEASURED_MARGIN, RATE_MARGIN
+from semipd.policy.state import ControllerState, Plan
+from tests.policy.test_planner import CURRENT, H200, POOLS, Estimator, Fit, _LongAgo, known, observe, pod, spec
+
+
+def moves(p: Plan) -> dict[str, tuple[str, dict[str, str]]]:
+    return {d.pod or "": (d.reason, dict(d.details)) for d in p.decisions if d.action == "SplitChange"}
+
+
+# --------------------------------------------------------------------------- ITLAtRisk
+
+
+def test_a_pod_near_the_itl_slo_gets_more_decode_before_it_breaks() -> None:
+    s = spec()
+    slo = to_seconds(s.slo.itl_p99)
+    near = pod("p0", 10.0, (90, 50), itl_p99=slo * (1.0 - MEASURED_MARGIN / 2))  # within the margin, not over
+    p = plan(s, observe([near]), known(), CURRENT, POOLS)
+    ((reason, details),) = moves(p).values()
+    assert reason == "ITLAtRisk"
+    (change,) = p.splits
+    assert change.decode_percent > 50  # never less decode while the measured ITL has no room
+    assert change.prefill_percent >= 90  # the direct lever only: the prior's coupling is the least known
+    assert float(details["predictedITL"]) <= slo * (1.0 - ITL_MARGIN)
+    assert float(details["predictedITLBefore"]) > slo * (1.0 - ITL_MARGIN)
+    # The window that ran tight is remembered: the share is refused at that rate, not below it.
+    (reading,) = [r for r in p.state.itl_evidence["h200"] if r.tight]
+    assert (reading.decode_percent, reading.rate, reading.clean) == (50, 10.0, False)
+
+
+def test_no_itl_defence_that_gives_up_most_of_the_ttft_attainment() -> None:
+    # A pod saturated at prefill 90 %: any decode share taken from prefill costs TTFT it cannot spare.
+    s = spec()
+    slo = to_seconds(s.slo.itl_p99)
+    near = pod("p0", 30.0, (90, 50), itl_p99=slo * (1.0 - MEASURED_MARGIN / 2), ttft_p99=30.0, queued=100.0)
+    p = plan(s, observe([near]), known(), CURRENT, POOLS)
+    assert "ITLAtRisk" not in {r for r, _ in moves(p).values()}
+
+
+def test_a_pod_with_room_or_already_over_the_slo_is_not_at_risk() -> None:
+    s = spec()
+    slo = to_seconds(s.slo.itl_p99)
+    calm = pod("p0", 10.0, (90, 50), itl_p99=slo * 0.5)
+    over = pod("p1", 10.0, (90, 50), itl_p99=slo * 1.2)
+    reasons = {k: r for k, (r, _) in moves(plan(s, observe([calm, over]), known(), CURRENT, POOLS)).items()}
+    assert reasons.get("p0") != "ITLAtRisk"
+    assert reasons["p1"] == "ITLOverSLO"
+
+
+def test_a_tight_reading_refuses_its_share_at_its_rate_and_a_breach_down_to_half() -> None:
+    tight = (ItlReading(0.0, decode_share((100, 40)), 3.0, 40, clean=False, tight=True),)
+    broke = (ItlReading(0.0, decode_share((100, 40)), 3.0, 40, clean=False),)
+    assert verdicts(tight, 3.0, (100, 50), 10).refusal((100, 40), 3.0) == "broken"
+    assert verdicts(tight, 2.9, (100, 50), 10).refusal((100, 40), 2.9) == ""
+    assert verdicts(broke, 1.5, (100, 50), 10).refusal((100, 40), 1.5) == "broken"
+
+
+# --------------------------------------------------------------------------- FollowMeasured
+
+
+def _after_canary(rate: float) -> ControllerState:
+    """Another pod's settled window met ITL at (90, 40), at `rate`."""
+    clean = ItlReading(990.0, decode_share((90, 40)), rate, 40, clean=True)
+    return replace(known(), itl_evidence={"h200": (clean,)}, first_seen=_LongAgo())
+
+
+def test_the_pool_follows_a_canary_that_met_itl_without_a_predicted_gain() -> None:
+    s = spec()
+    calm = pod("p1", 10.0, (90, 50))
+    p = plan(s, observe([calm]), _after_canary(10.0), CURRENT, POOLS)
+    ((reason, details),) = moves(p).values()
+    assert reason == "FollowMeasured"
+    assert p.splits[0].decode_percent == 40
+    assert float(details["predictedAttainment"]) >= float(details["attainmentBefore"])
+    # Without the canary's window, decode 40 is unmeasured: no pod follows anything.
+    alone = moves(plan(s, observe([calm]), known(), CURRENT, POOLS))
+    assert "FollowMeasured" not in {r for r, _ in alone.values()}
+
+
+def test_no_follow_in_restart_mode() -> None:
+    restart = {**POOLS, "h200": replace(POOLS["h200"], restart=True, split_cost_s=H200.restart_cost())}
+    p = plan(spec(), observe([pod("p1", 10.0, (90, 50))]), _after_canary(10.0), CURRENT, restart)
+    assert "FollowMeasured" not in {r for r, _ in moves(p).values()}
+
+
+def test_a_clean_reading_vouches_for_a_quarter_more_rate_than_it_saw() -> None:
+    clean = (ItlReading(0.0, decode_share((90, 40)), 2.0, 40, clean=True),)
+    assert verdicts(clean, 2.0 * CLEAN_RATE_REACH, (100, 50), 10).lowest_decode == 40
+    assert verdicts(clean, 2.0 * CLEAN_RATE_REACH + 0.01, (100, 50), 10).lowest_decode == 50
+
+
+# --------------------------------------------------------------------------- coupling probe
+
+
+def _probe_case(margin: float, itl_fraction: float = 0.7) -> tuple[Plan, float]:
+    """A pod at (80, 40) missing TTFT whose best move, (90, 40), the prior predicts at `margin` x the SLO
+    at the projected rate. No decode batch is reported, so the prior is not rescaled by the pod's ITL."""
+    rate = 15.0
+    predicted = Estimator(H200, Fit()).itl(90, 40, rate * (1.0 + RATE_MARGIN))
+    slo = predicted / margin
+    s = spec(slo__itlP99=f"{slo * 1000:.3f}ms")
+    p0 = pod("p0", rate, (80, 40), ttft_p99=1.5, running=None, itl_p99=slo * itl_fraction)
+    return plan(s, observe([p0]), known(), CURRENT, POOLS), slo
+
+
+def test_a_canary_may_spend_the_itl_margin_on_more_prefill_at_a_measured_decode_share() -> None:
+    p, slo = _probe_case(0.95)
+    ((reason, details),) = moves(p).values()
+    assert (p.splits[0].prefill_percent, p.splits[0].decode_percent) == (90, 40)
+    assert details["itlProbe"] == "true"
+    assert slo * (1.0 - ITL_MARGIN) < float(details["predictedITL"]) <= slo
+    assert reason == "TTFTOverSLO"
+    assert p.state.canary.get("h200") == 1000.0  # one pod per node pool at a time
+
+
+def test_no_probe_past_the_slo_or_with_a_measured_itl_near_it() -> None:
+    past, _ = _probe_case(1.02)
+    assert all(details["itlProbe"] == "false" for _, details in moves(past).values())
+    assert all((c.prefill_percent, c.decode_percent) != (90, 40) for c in past.splits)
+    tight, _ = _probe_case(0.95, itl_fraction=0.95)
+    assert all(details["itlProbe"] == "false" for _, details in moves(tight).values())
