@@ -156,6 +156,9 @@ class PoolWatch(threading.Thread):
         self.lock = threading.Lock()
         self.latest: dict[tuple[str, str], tuple[int, int, bool]] = {}
         self.first_seen: dict[tuple[str, str, int], float] = {}
+        self.statuses: dict[tuple[str, str], dict[str, Any]] = {}
+        self.changes: list[tuple[float, frozenset[str]]] = []
+        """(when, the status fields that changed) for every status change seen, to name what a write changed."""
         self.stop = threading.Event()
 
     def _record(self, obj: dict[str, Any], now: float) -> None:
@@ -166,6 +169,15 @@ class PoolWatch(threading.Thread):
         with self.lock:
             self.latest[key] = (int(meta["generation"]), observed, ready)
             self.first_seen.setdefault((*key, observed), now)
+            before = self.statuses.get(key)
+            if before is not None and before != status:
+                self.changes.append((now, frozenset(changed_fields(before, status))))
+            self.statuses[key] = status
+
+    def fields_changed(self, t0: float, t1: float) -> dict[str, int]:
+        """How many status changes seen in [t0, t1) touched each field."""
+        with self.lock:
+            return dict(Counter(f for t, fields in self.changes if t0 <= t < t1 for f in fields).most_common())
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -208,6 +220,21 @@ class PoolWatch(threading.Thread):
 RECONCILE = "semipd_reconcile_duration_seconds"
 QUEUE = "semipd_reconcile_queue_seconds"
 Histograms = dict[str, dict[float, float]]
+
+
+def changed_fields(before: Any, after: Any, path: str = "") -> set[str]:
+    """Dotted paths (list items as `[]`) whose values differ between two statuses."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: set[str] = set()
+        for k in before.keys() | after.keys():
+            out |= changed_fields(before.get(k), after.get(k), f"{path}.{k}" if path else k)
+        return out
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        out = set()
+        for a, b in zip(before, after, strict=True):
+            out |= changed_fields(a, b, f"{path}[]")
+        return out
+    return set() if before == after else {path or "."}
 
 
 def histograms(op: OperatorProcess) -> Histograms:
@@ -408,6 +435,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "queue_p99_s": quantile(0.99, before[QUEUE], after[QUEUE]),
             **sampler.between(t0, t1),
             "api": audit_counts(cluster.paths.audit_log, t0, t1),
+            "status_fields_changed": pools.fields_changed(t0, t1),
         }
     figures["phases"] = per_phase
     figures["samples"] = [
@@ -498,6 +526,10 @@ def report(fig: dict[str, Any]) -> str:
     for name, p in ph.items():
         writes = ", ".join(f"{k}: {v}" for k, v in p["api"]["writes"].items()) or "none"
         lines.append(f"- {name}: {writes}")
+    lines += ["", "## Status fields each phase's status changes touched (from the pool watch)", ""]
+    for name, p in ph.items():
+        fields = ", ".join(f"{k}: {v}" for k, v in list(p.get("status_fields_changed", {}).items())[:12]) or "none"
+        lines.append(f"- {name}: {fields}")
     lines += ["", "![operator RSS and CPU over the soak](soak.png)", ""]
     return "\n".join(lines)
 
