@@ -26,6 +26,7 @@ from semipd.controller.agents import AgentClient, ready_pod_ips
 from semipd.controller.apiclient import client_closed
 from semipd.controller.cache import Key, ObjectCache
 from semipd.controller.config import OperatorConfig
+from semipd.controller.drift import carries
 from semipd.controller.evaluate import Evaluation, evaluate
 from semipd.controller.kube import ChildClient, EventRecorder, PoolClient
 from semipd.controller.kvplacement import label_pods, placement_in_force
@@ -185,8 +186,11 @@ def _stale_token(intent: dict[str, Any], deployments: list[dict[str, Any]]) -> b
     return bool(have - {token_hash(token)})
 
 
-async def _check_owner(ctx: OperatorContext, owner: Owner, intent: dict[str, Any]) -> tuple[bool, str | None]:
-    """(exists, conflict) for the object `intent` names, writing nothing to an existing object.
+async def _check_owner(
+    ctx: OperatorContext, owner: Owner, intent: dict[str, Any]
+) -> tuple[bool, str | None, dict[str, Any] | None]:
+    """(exists, conflict, the live object when it had to be read) for the object `intent` names,
+    writing nothing to an existing object.
 
     Unwatched kinds (Secrets) are create-only, so for them the check is the create: a 409 means
     ours only if this pool already has a Deployment of ours (those are created after the Secret).
@@ -194,19 +198,19 @@ async def _check_owner(ctx: OperatorContext, owner: Owner, intent: dict[str, Any
     key = key_of(intent)
     if key[0] in UNWATCHED:
         if await ctx.children.create(intent) is not None:
-            return True, None
+            return True, None, None
         deployments = [body for _, body in ctx.cache.owned_by(owner.uid, DEPLOYMENT)]
         if not deployments:
-            return True, conflict_message(f"{intent['kind']} {key[1]}/{key[2]}", owner.name, adoptable=False)
+            return True, conflict_message(f"{intent['kind']} {key[1]}/{key[2]}", owner.name, adoptable=False), None
         if _stale_token(intent, deployments):
             await ctx.children.delete(intent["apiVersion"], intent["kind"], key[1], key[2])
             await ctx.children.create(intent)
-        return True, None
-    live = ctx.cache.get(*key)
+        return True, None, None
+    live, found = ctx.cache.get(*key), None
     if live is None:
         api_version, _, kind = key[0].rpartition("/")
-        live = await ctx.children.find(api_version, kind, key[1], key[2])
-    return live is not None, conflict_with(live, owner.uid, owner.name)
+        live = found = await ctx.children.find(api_version, kind, key[1], key[2])
+    return live is not None, conflict_with(live, owner.uid, owner.name), found
 
 
 async def _converge(
@@ -217,13 +221,18 @@ async def _converge(
     plan = plan_children(desired, ctx.cache.objects, owned, ctx.applied_digests)
     started = now_rfc3339()
     checked = [(intent, *await _check_owner(ctx, owner, intent)) for intent in plan.apply]
-    conflicts = [conflict for _, _, conflict in checked if conflict]
+    conflicts = [conflict for _, _, conflict, _ in checked if conflict]
     if conflicts:
         return conflicts
-    for intent, exists, _ in checked:
+    for intent, exists, _, found in checked:
         key = key_of(intent)
         ctx.applied_digests[key] = intent_digest(intent)
         if key[0] in UNWATCHED:
+            continue
+        if found is not None and carries(intent, found):
+            # Ours and unchanged, only not yet in the cache (a restarted operator reconciles before its
+            # watches have listed everything): no apply (at 40 pools, 120 no-op patches per restart).
+            ctx.cache.put(key[0], found)
             continue
         cached = ctx.cache.get(*key)
         # The first write is a create: an apply would merge into an object made meanwhile under that name.
