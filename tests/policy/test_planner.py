@@ -438,7 +438,7 @@ def test_only_a_split_change_predicted_to_fix_the_miss_holds_replicas_back(fix_p
     for i in range(24):
         state = plan(s, observe([pod(n, 2.0 + (i % 4), (90, 100)) for n in names], t=t), state, CURRENT, POOLS).state
         t += 10.0
-    moved = {n: t - 10.0 for n in names}
+    moved = dict.fromkeys(names, t - 10.0)
     state = replace(state, last_split_change=moved, fix_expected=moved if fix_predicted else {})
     hot = [pod(n, 3.0, (90, 100), ttft_p99=1.5) for n in names]
     current, outs = {"h200": 2, "ascend": 0}, []
