@@ -107,6 +107,8 @@ class OperatorContext:
     last_success: float = field(default_factory=time.monotonic)
     liveness: Liveness = field(default_factory=lambda: Liveness(stale_after=300.0))
     close: Callable[[], Any] | None = None
+    stopping: bool = False
+    """Set when the operator begins to stop: a call cut off from then on is the shutdown, not a failure."""
 
     @property
     def known_pools(self) -> set[tuple[str, str]]:
@@ -326,7 +328,7 @@ async def _safe_reconcile(ctx: OperatorContext, key: tuple[str, str], logger: lo
     except asyncio.CancelledError:
         raise
     except Exception as err:
-        if client_closed(err):  # shutdown, not a failure: the next process reconciles from scratch
+        if client_closed(err) or ctx.stopping:  # shutdown, not a failure: the next process starts afresh
             logger.info("reconcile of %s/%s cut short: the operator is stopping", *key)
             return
         metrics.RECONCILES.labels(result="error").inc()
