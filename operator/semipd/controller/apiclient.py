@@ -32,6 +32,8 @@ class TimedApiClient(client.ApiClient):
         return await super().call_api(method, url, header_params, body, post_params, timeout, _preload_content)
 
 
-def client_closed(err: BaseException) -> bool:
-    """The API client's HTTP session was closed under a running call: the operator is stopping."""
-    return isinstance(err, RuntimeError) and "Session is closed" in str(err)
+def client_closed(err: BaseException, stopping: bool = False) -> bool:
+    """A call cut off by the operator's own shutdown: the API client's HTTP session was closed under
+    it, or it failed once the operator had begun to stop (a request in flight when the session closes
+    ends as aiohttp's ServerDisconnectedError, not "Session is closed")."""
+    return stopping or (isinstance(err, RuntimeError) and "Session is closed" in str(err))

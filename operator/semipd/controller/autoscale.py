@@ -271,7 +271,7 @@ async def _evaluate(ctx: Any, key: tuple[str, str], logger: logging.Logger) -> N
     except asyncio.CancelledError:
         raise
     except Exception as err:
-        if client_closed(err):  # shutdown, not a failure
+        if client_closed(err, ctx.stopping):  # shutdown, not a failure
             logger.info("autoscaling %s/%s cut short: the operator is stopping", *key)
             return
         logger.exception("autoscaling %s/%s failed; retrying next interval", *key)

@@ -105,9 +105,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
 
     @kopf.on.cleanup(registry=registry)
     async def stop(memo: kopf.Memo, **_: Any) -> None:
-        # A status patch in flight when the session closes ends as ServerDisconnectedError, not
-        # "Session is closed" (an e2e teardown found its traceback in the log).
-        memo["ctx"].stopping = True
+        memo["ctx"].stopping = True  # what fails from now on is the shutdown (apiclient.client_closed)
         memo["resync"].cancel()
         memo["autoscale"].cancel()
         memo["heartbeat"].cancel()

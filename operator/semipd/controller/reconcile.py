@@ -328,7 +328,7 @@ async def _safe_reconcile(ctx: OperatorContext, key: tuple[str, str], logger: lo
     except asyncio.CancelledError:
         raise
     except Exception as err:
-        if client_closed(err) or ctx.stopping:  # shutdown, not a failure: the next process starts afresh
+        if client_closed(err, ctx.stopping):  # shutdown, not a failure: the next process starts afresh
             logger.info("reconcile of %s/%s cut short: the operator is stopping", *key)
             return
         metrics.RECONCILES.labels(result="error").inc()

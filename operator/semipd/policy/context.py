@@ -111,8 +111,7 @@ class Run:
     def settling(self, pod: str) -> bool:
         """The pod's split changed, or the pod appeared, within the last observation window: its p99s
         still mix both splits (or start-up, where finished requests lag arrivals)."""
-        since = max(self.state.last_split_change.get(pod, -math.inf), self.first_seen.get(pod, self.now))
-        return self.now - since < self.window_s
+        return self.starting(pod) or self.now - self.state.last_split_change.get(pod, -math.inf) < self.window_s
 
     def starting(self, pod: str) -> bool:
         """The pod appeared within the last observation window (finished requests still lag arrivals)."""

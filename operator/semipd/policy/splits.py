@@ -165,8 +165,8 @@ def _propose(
     current = (int(pod.prefill_percent or 0), int(pod.decode_percent or 0))
     itl_broken = pod.itl_p99 > run.itl_slo
     measured_tight = pod.itl_p99 > run.itl_slo * (1.0 - MEASURED_MARGIN)
-    # The pool's ITL scale (a median over windows) unless this pod's ITL is near or over the SLO: one
-    # window's p99 is rounded to a histogram bucket and would make the choice flip between neighbouring splits.
+    # The pool's ITL scale (a median over windows) unless this pod misses ITL: one window's p99 is
+    # rounded to a histogram bucket and would make the choice flip between neighbouring splits.
     pinned = est.pinned(sample, itl=itl_broken)
     ahead = sample.rate * grow * (1.0 + RATE_MARGIN)
     itl_cap = run.itl_slo * (1.0 - ITL_MARGIN)
@@ -216,6 +216,8 @@ def _propose(
     hold = max(run.window_s, 4.0 * run.interval_s, HOLD_COST_MULTIPLE * ctx.split_cost_s)
     gain = (att - cur_att) * ahead * hold
     cost = sample.rate * ctx.split_cost_s * SWITCH_EXPOSURE[ctx.restart]
+    canary = seen.explores(best) or best in probes
+    reason: str | None
     if itl_broken:
         if not (new_itl < cur_itl or new_itl <= itl_cap):
             return None
@@ -232,9 +234,12 @@ def _propose(
         urgent, reason = False, "FollowMeasured"
     elif _reserve(pinned, current, best, ahead, run.itl_slo * RESERVE_ITL, ctx.restart or measured_tight):
         urgent, reason = False, "BurstReserve"
-    elif canary and (seen.explores(best) or best in probes):
-        return _propose(run, ctx, est, pod, grow, canary=False)  # no reason to explore: the best measured move
     else:
+        urgent, reason = False, None
+    # A canary needs a reason worth a window's ITL risk; without one, the best move at measured shares.
+    if canary and (reason is None or (not urgent and reason != "BurstReserve" and att - cur_att < CANARY_GAIN)):
+        return _propose(run, ctx, est, pod, grow, canary=False)
+    if reason is None:
         return None
     details = {
         "observedTTFT": fmt(sample.ttft),
@@ -256,9 +261,6 @@ def _propose(
     }
     prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
-    canary = seen.explores(best) or best in probes
-    if canary and not urgent and reason != "BurstReserve" and att - cur_att < CANARY_GAIN:
-        return _propose(run, ctx, est, pod, grow, canary=False)
     return _Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary)
 
 
@@ -389,12 +391,9 @@ def _readings(run: Run, pool: str) -> tuple[ItlReading, ...]:
         if sample is None or pod.itl_p99 is None or run.settling(pod.pod) or sample.split is None:
             continue
         share = decode_share((int(sample.split[0]), int(sample.split[1])))
-        if pod.itl_p99 > run.itl_slo:
-            new.append(ItlReading(run.now, share, sample.rate, int(sample.split[1]), clean=False))
-        elif pod.itl_p99 <= run.itl_slo * (1.0 - MEASURED_MARGIN):
-            new.append(ItlReading(run.now, share, sample.rate, int(sample.split[1]), clean=True))
-        else:
-            new.append(ItlReading(run.now, share, sample.rate, int(sample.split[1]), clean=False, tight=True))
+        clean = pod.itl_p99 <= run.itl_slo * (1.0 - MEASURED_MARGIN)
+        tight = not clean and pod.itl_p99 <= run.itl_slo
+        new.append(ItlReading(run.now, share, sample.rate, int(sample.split[1]), clean=clean, tight=tight))
     return updated(run.state.itl_evidence.get(pool, ()), new, run.now, run.window_s)
 
 
