@@ -29,8 +29,16 @@ def test_a_pod_keeps_metadata_status_and_node_but_not_managed_fields_or_spec() -
     assert body["spec"]["containers"]
 
 
+def test_a_listed_item_gets_its_api_version_and_kind_from_the_key() -> None:
+    listed = {"metadata": {"name": "s", "namespace": "a"}, "spec": {"clusterIP": "None"}}
+    assert slim("v1/Service", listed) == {**listed, "apiVersion": "v1", "kind": "Service"}
+    assert slim("apps/v1/Deployment", listed)["apiVersion"] == "apps/v1"
+    assert "kind" not in listed  # the event's body is not changed
+
+
 def test_other_kinds_are_kept_whole() -> None:
-    dep = {"metadata": {"name": "d", "namespace": "a", "managedFields": [{"manager": "semipd"}]}, "spec": {"x": 1}}
+    meta = {"name": "d", "namespace": "a", "managedFields": [{"manager": "semipd"}]}
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {"x": 1}}
     assert slim("apps/v1/Deployment", dep) is dep
 
 

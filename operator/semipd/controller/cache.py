@@ -18,7 +18,13 @@ POD_SPEC_KEPT = ("nodeName",)
 
 def slim(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     """The part of a body worth keeping: all of it, except a Pod's managedFields and spec (bar nodeName),
-    which no reader uses (a 5,000-pod soak measured them as most of the operator's memory)."""
+    which no reader uses (a 5,000-pod soak measured them as most of the operator's memory). The
+    apiVersion and kind come from `kind` where the body lacks them: the items of a list carry neither,
+    and an intent compared with such a copy looked drifted (a restarted operator re-applied every
+    Service it had just listed)."""
+    api_version, _, short = kind.rpartition("/")
+    if not (body.get("apiVersion") and body.get("kind")):
+        body = {**body, "apiVersion": body.get("apiVersion") or api_version, "kind": body.get("kind") or short}
     if kind != POD:
         return body
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
