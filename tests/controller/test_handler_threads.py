@@ -14,10 +14,8 @@ from typing import Any
 import kopf
 
 from semipd.controller.config import OperatorConfig
-from semipd.controller.handlers import CHILD_KINDS, build_registry
+from semipd.controller.handlers import build_registry
 from semipd.controller.liveness import Liveness
-from semipd.controller.reconcile import OperatorContext
-from semipd.desired.names import POOL_LABEL
 
 # Kopf's own login helper touches no operator state (it only reads the kubeconfig).
 STATELESS = {"build_registry.<locals>.login"}
@@ -57,46 +55,12 @@ def test_tracking_handlers_feed_the_caches_and_wake_the_loop_on_the_loop() -> No
             event={"type": "ADDED"}, body=pool, namespace="ns", name="p", memo=memo
         )
         node = {"metadata": {"name": "n1", "labels": {}}, "spec": {}, "status": {"allocatable": {"cpu": "4"}}}
-        await handlers["nodes"](body=node, name="n1", memo=memo)
-        listed = set(ctx.nodes)
-        await handlers["build_registry.<locals>.track_node"](event={"type": "DELETED"}, name="n1", memo=memo)
-        return ctx, loop.get_debug(), listed
+        await handlers["build_registry.<locals>.track_node"](event={"type": "ADDED"}, body=node, name="n1", memo=memo)
+        await handlers["build_registry.<locals>.track_node"](event={"type": "DELETED"}, body=node, name="n1", memo=memo)
+        return ctx, loop.get_debug()
 
-    ctx, debug, listed = asyncio.run(scenario())
+    ctx, debug = asyncio.run(scenario())
     assert debug
     assert ctx.pool_bodies == {("ns", "p"): {"metadata": {"namespace": "ns", "name": "p"}, "spec": {}}}
-    assert listed == {"n1"}
     assert ctx.nodes == {}
     assert ctx.liveness.last_api > 0.0  # every watch event counts as apiserver contact
-
-
-def test_nodes_and_children_are_indexed_so_no_pool_is_handled_before_they_are_listed() -> None:
-    """Kopf runs no other handler until every kind with an index handler has been listed and indexed:
-    the operator's equivalent of waiting for its caches to sync after a restart."""
-    registry = build_registry(OperatorConfig())
-    indexed = {str(h.id) for h in registry._indexing.get_all_handlers()}
-    assert indexed == {"nodes"} | {f"children-{kind}" for *_, kind in CHILD_KINDS}
-    assert "children-v1/Pod" in indexed
-    pools = [h for h in registry._watching.get_all_handlers() if str(h.id).endswith("track_pool")]
-    assert len(pools) == 1  # the pool tracker is an ordinary handler, so it waits for the indexes
-
-
-def test_a_listed_child_is_cached_by_its_index_handler_and_dropped_by_its_deletion_event() -> None:
-    registry = build_registry(OperatorConfig())
-    index = next(h.fn for h in registry._indexing.get_all_handlers() if str(h.id) == "children-v1/Pod")
-    events = [h.fn for h in registry._watching.get_all_handlers() if str(h.id).endswith("track_child")]
-    ctx = OperatorContext(
-        config=OperatorConfig(), pools=None, children=None, events=None, agents=None,  # type: ignore[arg-type]
-        capabilities_of=None, token_key=b"k", settings=None,  # type: ignore[arg-type]
-    )  # fmt: skip
-    memo = kopf.Memo(ctx=ctx)
-    pod = {"metadata": {"namespace": "ns", "name": "p-0", "labels": {POOL_LABEL: "p"}}, "spec": {}, "status": {}}
-
-    async def scenario() -> tuple[bool, bool]:
-        await index(body=pod, namespace="ns", labels=pod["metadata"]["labels"], memo=memo)
-        listed = ctx.cache.get("v1/Pod", "ns", "p-0") is not None
-        for fn in events:  # one per child kind; only the pods' one knows the kind v1/Pod
-            await fn(event={"type": "DELETED"}, body=pod, namespace="ns", labels=pod["metadata"]["labels"], memo=memo)
-        return listed, ctx.cache.get("v1/Pod", "ns", "p-0") is not None
-
-    assert asyncio.run(scenario()) == (True, False)

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -67,22 +66,6 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
     settings.execution.max_workers = 8
 
 
-def track_child_event(
-    ctx: OperatorContext, kind: str, event: str, body: dict[str, Any], namespace: str | None, labels: Mapping[str, str]
-) -> None:
-    """One watch event of a child into the cache, and a nudge to its pool's reconcile."""
-    ctx.liveness.saw_api()
-    if namespace is None:
-        return
-    if event == "DELETED":
-        ctx.cache.drop(kind, namespace, body["metadata"]["name"])
-    else:
-        ctx.cache.put(kind, body)
-    pool = labels.get(POOL_LABEL)
-    if pool and (namespace, pool) in ctx.pool_bodies:
-        ctx.poke(namespace, pool)
-
-
 def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     """All handlers of the operator, registered on a dedicated registry."""
     registry = kopf.OperatorRegistry()
@@ -133,22 +116,14 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         if memo["ctx"].close is not None:
             await memo["ctx"].close()
 
-    # Nodes and children are cached by Kopf *index* handlers that keep nothing in Kopf's index: Kopf runs
-    # no other handler (so no pool is tracked, reconciled or evaluated) until every indexed kind has been
-    # listed and each listed object indexed, as controller-runtime waits for its caches to sync. Before
-    # this, a restarted operator evaluated pools whose pods were not yet listed: no Ready replica, a
-    # KV-cache placement without them, and a status rewrite per pool (500-pool soak: 236 in 2 minutes).
-    # An index handler never sees a DELETED event; the event handlers below drop those.
-    @kopf.index("", "v1", "nodes", registry=registry, id="nodes")
-    async def index_node(body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
-        memo["ctx"].liveness.saw_api()
-        memo["ctx"].nodes[name] = node_info(dict(body))
-
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def track_node(event: kopf.RawEvent, name: str, memo: kopf.Memo, **_: Any) -> None:
+    async def track_node(event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **_: Any) -> None:
         memo["ctx"].liveness.saw_api()
+        nodes = memo["ctx"].nodes
         if event.get("type") == "DELETED":
-            memo["ctx"].nodes.pop(name, None)
+            nodes.pop(name, None)
+        else:
+            nodes[name] = node_info(dict(body))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def track_pool(
@@ -180,27 +155,30 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             for key in ctx.known_pools:
                 ctx.poke(*key)
 
-    ours = {"app.kubernetes.io/managed-by": MANAGED_BY}
     for group, version, plural, kind in CHILD_KINDS:
 
-        @kopf.index(group, version, plural, registry=registry, labels=ours, id=f"children-{kind}")
-        async def index_child(
-            body: kopf.Body, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, kind: str = kind, **_: Any
-        ) -> None:
-            track_child_event(memo["ctx"], kind, "MODIFIED", dict(body), namespace, labels)
-
-        @kopf.on.event(group, version, plural, registry=registry, labels=ours)
+        @kopf.on.event(group, version, plural, registry=registry, labels={"app.kubernetes.io/managed-by": MANAGED_BY})
         async def track_child(
             event: kopf.RawEvent,
             body: kopf.Body,
             namespace: str | None,
+            name: str,
             labels: kopf.Labels,
             memo: kopf.Memo,
             kind: str = kind,
             **_: Any,
         ) -> None:
+            ctx: OperatorContext = memo["ctx"]
+            ctx.liveness.saw_api()
+            if namespace is None:
+                return
             if event.get("type") == "DELETED":
-                track_child_event(memo["ctx"], kind, "DELETED", dict(body), namespace, labels)
+                ctx.cache.drop(kind, namespace, name)
+            else:
+                ctx.cache.put(kind, dict(body))
+            pool = labels.get(POOL_LABEL)
+            if pool and (namespace, pool) in ctx.pool_bodies:
+                ctx.poke(namespace, pool)
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
