@@ -34,7 +34,7 @@ from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.engines.families import slo_buckets
-from semipd.observe.fleet import fault_reason, observe_pool
+from semipd.observe.fleet import fault_reason, observe_pool, pods_unlisted
 from semipd.observe.kvcache import observe_kv_pools
 from semipd.observe.prometheus import PrometheusSource
 from semipd.policy.kvcache import KVPoolObservation
@@ -44,6 +44,10 @@ from semipd.policy.state import Decision, Plan, SplitChange, resumed
 
 SWITCHES_PER_POOL = 2
 """At most this many concurrent split switches per node pool (each briefly runs a standby worker)."""
+DEPLOYMENT = "apps/v1/Deployment"
+LISTING_HOLD_S = 120.0
+"""Longest wait for a pool's pods to be listed before evaluating it anyway (a restart's list of 5,000 pods
+took under 30 s in the soak)."""
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +140,20 @@ class PoolPlan:
     kv_decision: StatusDecision | None
 
 
+def _still_listing(ctx: Any, key: tuple[str, str], why: str | None) -> bool:
+    """Hold a pool's evaluation while its children are still being listed, for at most LISTING_HOLD_S
+    (a pod that lost our labels would otherwise hold it for ever); the retry comes 5 s later."""
+    if why is None:
+        ctx.listing_since.pop(key, None)
+        return False
+    since = ctx.listing_since.setdefault(key, time.monotonic())
+    if time.monotonic() - since < LISTING_HOLD_S:
+        log.debug("autoscaling %s/%s waits: %s", *key, why)
+        return True
+    log.warning("autoscaling %s/%s without waiting any longer for the watch cache: %s", *key, why)
+    return False
+
+
 def _begin(ctx: Any, namespace: str, name: str) -> PoolEvaluation | None:
     body = ctx.pool_bodies.get((namespace, name))
     if body is None:
@@ -150,6 +168,10 @@ def _begin(ctx: Any, namespace: str, name: str) -> PoolEvaluation | None:
         np.name: [p for p in pods if (p["metadata"].get("labels") or {}).get(names.NODE_POOL_LABEL) == np.name]
         for np in spec.node_pools
     }
+    deployments = {np.name: ctx.cache.get(DEPLOYMENT, namespace, names.workload_name(name, np.name))
+                   for np in spec.node_pools}  # fmt: skip
+    if _still_listing(ctx, (namespace, name), pods_unlisted(deployments, by_np)):
+        return None
     return PoolEvaluation(
         body=body,
         spec=spec,

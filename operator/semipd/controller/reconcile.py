@@ -103,6 +103,8 @@ class OperatorContext:
     prometheus: dict[str, PrometheusSource] = field(default_factory=dict)
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     pending: set[tuple[str, str]] = field(default_factory=set)
+    listing_since: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Since when each pool's evaluation waits for its children to be listed (autoscale._still_listing)."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     last_success: float = field(default_factory=time.monotonic)
     liveness: Liveness = field(default_factory=lambda: Liveness(stale_after=300.0))

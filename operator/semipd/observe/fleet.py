@@ -36,6 +36,27 @@ def pod_ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def pods_unlisted(
+    deployments: Mapping[str, Mapping[str, Any] | None], pods_by_node_pool: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> str | None:
+    """Why the pod cache does not yet hold a node pool's pods, or None when it may be trusted.
+
+    The watch cache has no "synced" signal from Kopf, and a restarted operator lists its children while
+    its autoscaler already runs: a node pool whose Deployment is not cached yet, or whose Deployment
+    counts more Ready pods than the cache holds, is still being listed (an evaluation then saw no Ready
+    replica and published a KV-cache placement without them; 500-pool soak: 236 status rewrites in
+    the two minutes after a restart). A pod Ready a moment before its Deployment's status says so is fine.
+    """
+    for np_name, dep in deployments.items():
+        if dep is None:
+            return f"Deployment of node pool {np_name} not listed yet"
+        counted = int((dep.get("status") or {}).get("readyReplicas") or 0)
+        cached = sum(1 for p in pods_by_node_pool.get(np_name, ()) if pod_ready(p))
+        if cached < counted:
+            return f"{cached} of node pool {np_name}'s {counted} Ready pods listed yet"
+    return None
+
+
 def _epoch(ts: str | None) -> float | None:
     if not ts:
         return None
