@@ -128,3 +128,50 @@ def test_no_probe_past_the_slo_or_with_a_measured_itl_near_it() -> None:
     assert all((c.prefill_percent, c.decode_percent) != (90, 40) for c in past.splits)
     tight, _ = _probe_case(0.95, itl_fraction=0.95)
     assert all(details["itlProbe"] == "false" for _, details in moves(tight).values())
+
+
+def _calm_case(state: ControllerState, split: tuple[int, int] = (80, 40), restart: bool = False) -> tuple[Plan, float]:
+    """A pod meeting TTFT with ITL room at `split`; the prior predicts (90, 40) at 0.95 x the SLO."""
+    rate = 15.0
+    slo = Estimator(H200, Fit()).itl(90, 40, rate * (1.0 + RATE_MARGIN)) / 0.95
+    s = spec(slo__itlP99=f"{slo * 1000:.3f}ms")
+    restarting = replace(POOLS["h200"], restart=True, split_cost_s=H200.restart_cost())
+    pools = {**POOLS, "h200": restarting} if restart else POOLS
+    p0 = pod("p0", rate, split, ttft_p99=0.05, running=None, itl_p99=slo * 0.7)
+    return plan(s, observe([p0]), state, CURRENT, pools), slo
+
+
+def _probed(share_of: tuple[int, int], rate: float = 15.0) -> ControllerState:
+    """Another pod's settled window met ITL at `share_of`, at `rate`."""
+    clean = ItlReading(990.0, decode_share(share_of), rate, share_of[1], clean=True)
+    return replace(known(), itl_evidence={"h200": (clean,)}, first_seen=_LongAgo())
+
+
+def test_a_calm_pod_probes_the_coupling_without_a_predicted_gain_in_standby_mode_only() -> None:
+    p, slo = _calm_case(known())
+    ((reason, details),) = moves(p).values()
+    assert reason == "CouplingProbe"
+    assert details["itlProbe"] == "true"
+    assert (p.splits[0].prefill_percent, p.splits[0].decode_percent) == (90, 40)
+    assert slo * (1.0 - ITL_MARGIN) < float(details["predictedITL"]) <= slo
+    restart, _ = _calm_case(known(), restart=True)
+    assert all(details["itlProbe"] == "false" for _, details in moves(restart).values())
+
+
+def test_the_pool_follows_a_clean_probe_to_more_prefill_at_the_same_decode_share() -> None:
+    p, slo = _calm_case(_probed((90, 40)))
+    ((reason, details),) = moves(p).values()
+    assert reason == "FollowMeasured"
+    assert (p.splits[0].prefill_percent, p.splits[0].decode_percent) == (90, 40)
+    assert details["itlVouched"] == "true"
+    assert details["itlProbe"] == "false"  # measured: no canary, so no pod waits for another's window
+    assert slo * (1.0 - ITL_MARGIN) < float(details["predictedITL"]) <= slo
+    assert p.state.canary.get("h200") is None
+
+
+def test_a_clean_probe_never_vouches_for_less_decode_share() -> None:
+    # From (80, 50), (90, 40) takes decode share away: only the model with its margin may allow that.
+    # Nor is a probe that takes decode share away taken for no gain: only the model with its margin.
+    p, slo = _calm_case(_probed((90, 40)), split=(80, 50))
+    assert all(details["itlVouched"] == "false" for _, details in moves(p).values())
+    assert all(float(details["predictedITL"]) <= slo * (1.0 - ITL_MARGIN) for _, details in moves(p).values())

@@ -85,6 +85,9 @@ class Verdicts:
     step: int
     """How far below the smallest clean decode share a candidate may go (percent): one grid step, two
     for a roomy pod."""
+    clean_share: float = 1.0
+    """The smallest contended decode share (decode's share while prefill runs) measured to meet ITL at
+    the pod's rate or more: a split with at least this much was run clean, whatever the prior says."""
 
     def refusal(self, split: tuple[int, int], rate: float) -> str:
         """Why `split` may not be chosen at `rate` (projected, margins included); "" if it may.
@@ -101,6 +104,11 @@ class Verdicts:
         if split[1] < self.lowest_decode - self.step:
             return "untrusted"
         return ""
+
+    def vouched(self, split: tuple[int, int]) -> bool:
+        """A pod at the pod's rate or more met ITL with no more decode share than `split` gives it, both
+        while prefill runs and alone: the measurement, not the prior's coupling, prices its ITL."""
+        return decode_share(split) >= self.clean_share - EPS and not self.explores(split)
 
     def explores(self, split: tuple[int, int]) -> bool:
         """The split's decode share is below every one measured to meet ITL at this rate: a canary,
@@ -120,7 +128,7 @@ def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tupl
     """The readings as seen by a pod now at `current` serving `measured_rate` per-pod arrivals/s;
     `roomy`: its own p99 ITL is at most ROOMY_ITL of the SLO."""
     pool = tuple(readings)
-    met = [r.decode_percent for r in pool if r.clean and CLEAN_RATE_REACH * r.rate >= measured_rate - EPS]
+    met = [r for r in pool if r.clean and CLEAN_RATE_REACH * r.rate >= measured_rate - EPS]
     refused = tuple((r.share, r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in pool if not r.clean)
-    return Verdicts(min([current[1], *met]), refused,
-                    step * (2 if roomy else 1))  # fmt: skip
+    return Verdicts(min([current[1], *(r.decode_percent for r in met)]), refused, step * (2 if roomy else 1),
+                    min([1.0, *(r.share for r in met)]))  # fmt: skip

@@ -173,7 +173,7 @@ def _propose(
     floor = _decode_shares(current)
     seen = verdicts(run.evidence.get(pod.node_pool, ()), sample.rate, current, run.spec.semi_pd.step_percent,
                     roomy=pod.itl_p99 <= ROOMY_ITL * run.itl_slo)  # fmt: skip
-    feasible, fallback, probes, refused = [], [], set(), 0
+    feasible, fallback, probes, vouched, refused = [], [], set(), set(), 0
     for c in grid(bounds(run), run.spec.semi_pd.step_percent, current):
         itl = pinned.itl(*c, ahead)
         shares = _decode_shares(c)
@@ -185,6 +185,9 @@ def _propose(
         fallback.append((itl, c))
         if itl <= itl_cap:
             feasible.append(c)
+        elif not measured_tight and itl <= run.itl_slo and c[1] >= current[1] and seen.vouched(c):
+            feasible.append(c)  # a pod ran a split this coupled clean at this rate: the prior is pessimistic
+            vouched.add(c)
         elif canary and not measured_tight and itl <= run.itl_slo and _probes_coupling(c, current, seen.lowest_decode):
             feasible.append(c)
             probes.add(c)
@@ -217,6 +220,10 @@ def _propose(
     gain = (att - cur_att) * ahead * hold
     cost = sample.rate * ctx.split_cost_s * SWITCH_EXPOSURE[ctx.restart]
     canary = seen.explores(best) or best in probes
+    # A coupling probe at the pod's own decode share is worth its window whenever the measured ITL has
+    # room (standby swap only): the calm is the cheapest time to learn, and the pool follows a clean one
+    # (FollowMeasured). One that also takes decode share away still needs a gain worth it.
+    probe_now = best in probes and best[1] >= current[1] and not ctx.restart
     reason: str | None
     if itl_broken:
         if not (new_itl < cur_itl or new_itl <= itl_cap):
@@ -230,14 +237,17 @@ def _propose(
         urgent, reason = True, "TTFTOverSLO"
     elif att - cur_att >= MIN_GAIN and gain > cost:
         urgent, reason = False, "PredictedGain" if grow <= 1.0 else "RisingLoad"
-    elif _follows(ctx, current, best, measured_tight or att < cur_att or seen.explores(best)):
+    elif _follows(ctx, current, best, measured_tight or att < cur_att or seen.explores(best), seen.vouched(best)):
         urgent, reason = False, "FollowMeasured"
     elif _reserve(pinned, current, best, ahead, run.itl_slo * RESERVE_ITL, ctx.restart or measured_tight):
         urgent, reason = False, "BurstReserve"
+    elif probe_now:
+        urgent, reason = False, "CouplingProbe"
     else:
         urgent, reason = False, None
     # A canary needs a reason worth a window's ITL risk; without one, the best move at measured shares.
-    if canary and (reason is None or (not urgent and reason != "BurstReserve" and att - cur_att < CANARY_GAIN)):
+    worth = urgent or reason == "BurstReserve" or probe_now or att - cur_att >= CANARY_GAIN
+    if canary and (reason is None or not worth):
         return _propose(run, ctx, est, pod, grow, canary=False)
     if reason is None:
         return None
@@ -258,6 +268,7 @@ def _propose(
         "switchMode": "restart" if ctx.restart else "standby",
         "refusedByEvidence": str(refused),
         "itlProbe": str(best in probes).lower(),
+        "itlVouched": str(best in vouched).lower(),
     }
     prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
@@ -274,11 +285,13 @@ def _probes_coupling(split: tuple[int, int], current: tuple[int, int], measured_
     return measured_decode <= split[1] <= current[1] and split[0] > current[0]
 
 
-def _follows(ctx: PoolContext, current: tuple[int, int], best: tuple[int, int], ruled_out: bool) -> bool:
-    """Less decode share, down to one a canary measured to meet ITL at this rate, for more prefill share:
-    the rest of the pool follows the canary without waiting for a predicted TTFT gain (the window's p99
-    sees the burst a window late). Standby swap only (a drained restart is a cost)."""
-    return not (ctx.restart or ruled_out) and best[1] < current[1]
+def _follows(ctx: PoolContext, current: tuple[int, int], best: tuple[int, int], ruled_out: bool,
+             vouched: bool) -> bool:  # fmt: skip
+    """Less decode share, down to one a canary measured to meet ITL at this rate, for more prefill share,
+    or more prefill share at a decode share a probe measured to meet ITL (`vouched`): the rest of the
+    pool follows the canary without waiting for a predicted TTFT gain (the window's p99 sees the burst a
+    window late). Standby swap only (a drained restart is a cost)."""
+    return not (ctx.restart or ruled_out) and (best[1] < current[1] or (vouched and best[0] > current[0]))
 
 
 def _reserve(est: Estimator, current: tuple[int, int], best: tuple[int, int], rate: float, itl_room: float,
