@@ -67,9 +67,9 @@ def test_a_tight_reading_refuses_its_share_at_its_rate_and_a_breach_down_to_half
 # --------------------------------------------------------------------------- FollowMeasured
 
 
-def _after_canary(rate: float) -> ControllerState:
-    """Another pod's settled window met ITL at (90, 40), at `rate`."""
-    clean = ItlReading(990.0, decode_share((90, 40)), rate, 40, clean=True)
+def _after_canary(rate: float, split: tuple[int, int] = (90, 40)) -> ControllerState:
+    """Another pod's settled window met ITL at `split`, at `rate`."""
+    clean = ItlReading(990.0, decode_share(split), rate, split[1], clean=True)
     return replace(known(), itl_evidence={"h200": (clean,)}, first_seen=_LongAgo())
 
 
@@ -141,12 +141,6 @@ def _calm_case(state: ControllerState, split: tuple[int, int] = (80, 40), restar
     return plan(s, observe([p0]), state, CURRENT, pools), slo
 
 
-def _probed(share_of: tuple[int, int], rate: float = 15.0) -> ControllerState:
-    """Another pod's settled window met ITL at `share_of`, at `rate`."""
-    clean = ItlReading(990.0, decode_share(share_of), rate, share_of[1], clean=True)
-    return replace(known(), itl_evidence={"h200": (clean,)}, first_seen=_LongAgo())
-
-
 def test_a_calm_pod_probes_the_coupling_without_a_predicted_gain_in_standby_mode_only() -> None:
     p, slo = _calm_case(known())
     ((reason, details),) = moves(p).values()
@@ -159,7 +153,7 @@ def test_a_calm_pod_probes_the_coupling_without_a_predicted_gain_in_standby_mode
 
 
 def test_the_pool_follows_a_clean_probe_to_more_prefill_at_the_same_decode_share() -> None:
-    p, slo = _calm_case(_probed((90, 40)))
+    p, slo = _calm_case(_after_canary(15.0))
     ((reason, details),) = moves(p).values()
     assert reason == "FollowMeasured"
     assert (p.splits[0].prefill_percent, p.splits[0].decode_percent) == (90, 40)
@@ -172,6 +166,6 @@ def test_the_pool_follows_a_clean_probe_to_more_prefill_at_the_same_decode_share
 def test_a_clean_probe_never_vouches_for_less_decode_share() -> None:
     # From (80, 50), (90, 40) takes decode share away: only the model with its margin may allow that.
     # Nor is a probe that takes decode share away taken for no gain: only the model with its margin.
-    p, slo = _calm_case(_probed((90, 40)), split=(80, 50))
+    p, slo = _calm_case(_after_canary(15.0), split=(80, 50))
     assert all(details["itlVouched"] == "false" for _, details in moves(p).values())
     assert all(float(details["predictedITL"]) <= slo * (1.0 - ITL_MARGIN) for _, details in moves(p).values())

@@ -44,7 +44,6 @@ from semipd.policy.state import Decision, Plan, SplitChange, resumed
 
 SWITCHES_PER_POOL = 2
 """At most this many concurrent split switches per node pool (each briefly runs a standby worker)."""
-DEPLOYMENT = "apps/v1/Deployment"
 LISTING_HOLD_S = 120.0
 """Longest wait for a pool's pods to be listed before evaluating it anyway (a restart's list of 5,000 pods
 took under 30 s in the soak)."""
@@ -168,8 +167,7 @@ def _begin(ctx: Any, namespace: str, name: str) -> PoolEvaluation | None:
         np.name: [p for p in pods if (p["metadata"].get("labels") or {}).get(names.NODE_POOL_LABEL) == np.name]
         for np in spec.node_pools
     }
-    deployments = {np.name: ctx.cache.get(DEPLOYMENT, namespace, names.workload_name(name, np.name))
-                   for np in spec.node_pools}  # fmt: skip
+    deployments = ctx.cache.deployments(namespace, name, by_np)
     if _still_listing(ctx, (namespace, name), pods_unlisted(deployments, by_np)):
         return None
     return PoolEvaluation(

@@ -7,12 +7,15 @@ Reconcile reads children from here, so a steady-state reconcile makes no API req
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from semipd.desired import names
+
 Key = tuple[str, str, str]
 POD = "v1/Pod"
+DEPLOYMENT = "apps/v1/Deployment"
 POD_SPEC_KEPT = ("nodeName",)
 
 
@@ -74,6 +77,10 @@ class ObjectCache:
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((kind, namespace, name))
+
+    def deployments(self, namespace: str, pool: str, node_pools: Iterable[str]) -> dict[str, dict[str, Any] | None]:
+        """Each node pool's Deployment of `pool` as cached (None: not listed or not created yet)."""
+        return {np: self.get(DEPLOYMENT, namespace, names.workload_name(pool, np)) for np in node_pools}
 
     def owned_by(self, uid: str, kind: str | None = None) -> Iterator[tuple[Key, dict[str, Any]]]:
         """Objects whose controller ownerReference is `uid` (in key order)."""

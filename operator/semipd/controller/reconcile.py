@@ -24,7 +24,7 @@ from semipd.controller import conditions as c
 from semipd.controller import metrics
 from semipd.controller.agents import AgentClient, ready_pod_ips
 from semipd.controller.apiclient import client_closed
-from semipd.controller.cache import Key, ObjectCache
+from semipd.controller.cache import DEPLOYMENT, Key, ObjectCache
 from semipd.controller.config import OperatorConfig
 from semipd.controller.drift import carries
 from semipd.controller.evaluate import Evaluation, evaluate
@@ -58,7 +58,6 @@ _WARN_WHEN = {
     c.SLO_MET: ConditionStatus.FALSE,
     c.METRICS_AVAILABLE: ConditionStatus.FALSE,
 }
-DEPLOYMENT = "apps/v1/Deployment"
 POD = "v1/Pod"
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -267,6 +266,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
         if body is None or body["metadata"].get("deletionTimestamp"):
             ctx.pool_bodies.pop((namespace, name), None)
             ctx.autoscale.pop((namespace, name), None)
+            ctx.listing_since.pop((namespace, name), None)
             return
         meta = body["metadata"]
         now = now_rfc3339()
@@ -295,10 +295,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
                 pods = ctx.cache.labelled(POD, namespace, {names.POOL_LABEL: name})
                 token = pool_token(ctx.token_key, namespace, name, owner.uid)
                 splits = await ctx.agents.splits(ready_pod_ips(pods), spec.engine.ports.admin, token)
-                deployments = {
-                    np.name: ctx.cache.get(DEPLOYMENT, namespace, names.workload_name(name, np.name))
-                    for np in spec.node_pools
-                }
+                deployments = ctx.cache.deployments(namespace, name, (np.name for np in spec.node_pools))
                 supported = {
                     np.name: get_driver(spec.effective_engine(np).kind).capabilities.supports_split
                     for np in spec.node_pools

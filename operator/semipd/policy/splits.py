@@ -183,12 +183,13 @@ def _propose(
             refused += 1  # measured ITL broke there, or it lies beyond what was measured to work
             continue
         fallback.append((itl, c))
+        margin_only = not measured_tight and itl <= run.itl_slo  # over the cap by no more than its margin
         if itl <= itl_cap:
             feasible.append(c)
-        elif not measured_tight and itl <= run.itl_slo and c[1] >= current[1] and seen.vouched(c):
+        elif margin_only and c[1] >= current[1] and seen.vouched(c):
             feasible.append(c)  # a pod ran a split this coupled clean at this rate: the prior is pessimistic
             vouched.add(c)
-        elif canary and not measured_tight and itl <= run.itl_slo and _probes_coupling(c, current, seen.lowest_decode):
+        elif margin_only and canary and _probes_coupling(c, current, seen.lowest_decode):
             feasible.append(c)
             probes.add(c)
     cur_itl = pinned.itl(*current, ahead)
