@@ -83,17 +83,18 @@ def observe(pods: list[PodObservation], t: float = 1000.0, **pool_over: Any) -> 
     for name in ("h200", "ascend"):
         mine = [p for p in pods if p.node_pool == name]
         known = [p for p in mine if p.request_rate is not None]
-        fields: dict[str, Any] = {"replicas": len(mine), "ready": len(mine), **pool_over.get(name, {})}
-        pools[name] = NodePoolObservation(
-            name=name,
-            ttft_p99=max((p.ttft_p99 for p in mine if p.ttft_p99 is not None), default=None),
-            itl_p99=max((p.itl_p99 for p in mine if p.itl_p99 is not None), default=None),
-            request_rate=sum(p.request_rate or 0 for p in known) if len(known) == len(mine) else None,
-            prompt_tokens_rate=sum(p.prompt_tokens_rate or 0 for p in mine),
-            generation_tokens_rate=sum(p.generation_tokens_rate or 0 for p in mine),
-            queued=sum(p.queued or 0 for p in mine),
-            **fields,
-        )
+        fields: dict[str, Any] = {
+            "replicas": len(mine),
+            "ready": len(mine),
+            "ttft_p99": max((p.ttft_p99 for p in mine if p.ttft_p99 is not None), default=None),
+            "itl_p99": max((p.itl_p99 for p in mine if p.itl_p99 is not None), default=None),
+            "request_rate": sum(p.request_rate or 0 for p in known) if len(known) == len(mine) else None,
+            "prompt_tokens_rate": sum(p.prompt_tokens_rate or 0 for p in mine),
+            "generation_tokens_rate": sum(p.generation_tokens_rate or 0 for p in mine),
+            "queued": sum(p.queued or 0 for p in mine),
+            **pool_over.get(name, {}),
+        }
+        pools[name] = NodePoolObservation(name=name, **fields)
     return Observation(time=t, pools=pools, pods=tuple(pods))
 
 

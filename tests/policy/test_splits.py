@@ -56,6 +56,22 @@ def test_a_pod_with_room_or_already_over_the_slo_is_not_at_risk() -> None:
     assert reasons["p1"] == "ITLOverSLO"
 
 
+def test_one_pod_over_the_slo_is_at_risk_not_broken_while_its_node_pool_has_room() -> None:
+    s = spec()
+    slo = to_seconds(s.slo.itl_p99)
+    over = pod("p0", 10.0, (90, 50), itl_p99=slo * 1.05)
+    roomy = {"h200": {"itl_p99": slo * (1.0 - MEASURED_MARGIN) * 0.95}}
+    p = plan(s, observe([over], **roomy), known(), CURRENT, POOLS)
+    assert {r for r, _ in moves(p).values()} == {"ITLAtRisk"}
+    (change,) = p.splits
+    assert change.decode_percent > 50  # the direct lever only
+    assert change.prefill_percent >= 90
+    # With the node pool's p99 within the margin of the SLO too, it is a breach.
+    for pool_itl in (slo * (1.0 - MEASURED_MARGIN / 2), None):
+        p = plan(s, observe([over], h200={"itl_p99": pool_itl}), known(), CURRENT, POOLS)
+        assert {r for r, _ in moves(p).values()} == {"ITLOverSLO"}
+
+
 def test_a_tight_reading_refuses_its_share_at_its_rate_and_a_breach_down_to_half() -> None:
     tight = (ItlReading(0.0, decode_share((100, 40)), 3.0, 40, clean=False, tight=True),)
     broke = (ItlReading(0.0, decode_share((100, 40)), 3.0, 40, clean=False),)
