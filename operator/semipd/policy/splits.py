@@ -12,9 +12,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
 - A pod's p99 ITL over the SLO is a breach only while the node pool's (what the SLO is judged on) is
   within the measured margin too; otherwise the pod is at risk (below).
 - ITL is defended before it breaks: a pod whose measured p99 ITL is within the margin of the SLO,
-  and predicted over the margin at its projected rate, takes one grid step more decode share, at the
-  most prefill share that lowers its predicted ITL (ITLAtRisk), and its share is refused at that
-  rate for a while (policy.evidence):
+  and predicted over the margin at its projected rate, takes a step or two more decode share, never
+  less prefill (ITLAtRisk), and its share is refused at that rate for a while (policy.evidence):
   one breached window costs every request decoded in it, across the pool.
 - Once a canary's window met ITL at a lower decode share, the other pods follow it
   (FollowMeasured) even with no predicted gain at today's rate: standby swap only.
@@ -77,6 +76,13 @@ AT_RISK_BREACH = 0.5
 margin at its projected rate, breaks ITL in its next window if nothing moves (estimate). A breach
 fails every request decoded in the window, so the defence is worth its switch while its predicted
 TTFT attainment beats (1 - this) x today's by MIN_GAIN: with TTFT already lost it buys nothing."""
+AT_RISK_STEPS = 2
+"""The ITL defence adds at most this many grid steps of decode share at once: the least of them whose
+predicted ITL meets the cap, else one step that lowers it. The reading that sets the defence off is
+interpolated inside a coarse bucket (SGLang's 40-50 ms) and pins a pessimistic fit: jumping to its
+predicted cap took decode from 50 % to 80-90 % at interference 0.5 where the true p99 was 42 ms
+(azure-conv 20/s: 96.1 % vs 99.0 % for static (100, 50)). One step only was too slow where the mix
+turns against decode (mix-shift 5/s with decode x1.3: 84.2 % vs 94.6 %) (estimate)."""
 HOLD_COST_MULTIPLE = 5.0
 """A switch's gain is counted over at least this many of its own durations (cooldown is 3)."""
 
@@ -205,13 +211,12 @@ def _propose(
         # The defence takes the direct lever only: more decode share, never less prefill. How much less
         # prefill would help decode is the prior's coupling, the least known part of the model (cutting
         # prefill on the mix-shift day at 6 req/s cost 1.3 points of attainment at the document peak).
-        # One grid step at a time, judged by the direction of the prediction, not by its level: the
-        # reading that set off the defence is interpolated inside a coarse bucket (SGLang's 40-50 ms) and
-        # pins a pessimistic fit, so jumping to its predicted cap took decode from 50 % to 80-90 % at
-        # interference 0.5 where the true p99 was 42 ms.
+        # At most AT_RISK_STEPS grid steps, and one when those do not reach the predicted cap (then judged
+        # by the direction of the prediction, not its level): see AT_RISK_STEPS.
         step = run.spec.semi_pd.step_percent
-        feasible = [c for itl, c in fallback
-                    if current[1] < c[1] <= current[1] + step and c[0] >= current[0] and itl < cur_itl]  # fmt: skip
+        reach = current[1] + AT_RISK_STEPS * step
+        up = [(itl, c) for itl, c in fallback if current[1] < c[1] <= reach and c[0] >= current[0] and itl < cur_itl]
+        feasible = [c for itl, c in up if itl <= itl_cap] or [c for _, c in up if c[1] <= current[1] + step]
         at_risk = bool(feasible)
     # Only the measurement says the current split breaks ITL: the model is the constraint on where a
     # pod may go, and a pessimistic fit must not pull decode up on its own.
