@@ -92,8 +92,9 @@ def test_plan_records_breaches_and_never_returns_to_the_share_that_broke() -> No
 
 
 def test_one_canary_per_node_pool_at_a_time() -> None:
-    # Two pods at decode 100 miss TTFT; both may take more prefill, only one may take less decode.
-    s = spec(semiPD__maxPrefillPercent=100)
+    # Two pods at decode 100 miss TTFT; both may take more prefill, only one may take less decode (at an
+    # ITL SLO that the move's prediction does not sit far under: CANARY_FREE_ITL).
+    s = spec(semiPD__maxPrefillPercent=100, slo__itlP99="15ms")
     pods = [pod("p0", 13.0, (50, 100)), pod("p1", 13.0, (50, 100))]
     p = plan(s, observe(pods), known(), {"h200": 2, "ascend": 0}, POOLS)
     below = [c for c in p.splits if c.decode_percent < 100]

@@ -220,13 +220,14 @@ def test_comfortable_pod_is_left_alone() -> None:
 
 
 def test_cooldown_blocks_a_second_move() -> None:
+    s = spec(slo__itlP99="15ms")  # the move's predicted ITL is not far under it: a canary
     obs = observe([pod("p0", 13.0, (50, 100))])
-    first = plan(spec(), obs, known(), CURRENT, POOLS)
-    again = plan(spec(), replace(obs, time=obs.time + 10), first.state, CURRENT, POOLS)
+    first = plan(s, obs, known(), CURRENT, POOLS)
+    again = plan(s, replace(obs, time=obs.time + 10), first.state, CURRENT, POOLS)
     assert first.splits
     assert again.splits == ()
     # The first move took decode below what was measured (a canary): the next waits for its window.
-    held = plan(spec(), replace(obs, time=obs.time + 60), first.state, CURRENT, POOLS)
+    held = plan(s, replace(obs, time=obs.time + 60), first.state, CURRENT, POOLS)
     assert [d.reason for d in held.decisions if d.action == "SplitHeld"] == ["CanaryInProgress"]
     later = plan(spec(), replace(obs, time=obs.time + 80), first.state, CURRENT, POOLS)
     assert later.splits

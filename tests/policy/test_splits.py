@@ -8,7 +8,7 @@ from dataclasses import replace
 from semipd.api.durations import to_seconds
 from semipd.policy.evidence import CLEAN_RATE_REACH, ItlReading, decode_share, verdicts
 from semipd.policy.planner import plan
-from semipd.policy.splits import AT_RISK_STEPS, ITL_MARGIN, MEASURED_MARGIN, RATE_MARGIN
+from semipd.policy.splits import AT_RISK_STEPS, CANARY_FREE_ITL, ITL_MARGIN, MEASURED_MARGIN, RATE_MARGIN
 from semipd.policy.state import ControllerState, Plan
 from tests.policy.test_planner import CURRENT, H200, POOLS, Estimator, Fit, _LongAgo, known, observe, pod, spec
 
@@ -189,3 +189,22 @@ def test_a_clean_probe_never_vouches_for_less_decode_share() -> None:
     p, slo = _calm_case(_after_canary(15.0), split=(80, 50))
     assert all(details["itlVouched"] == "false" for _, details in moves(p).values())
     assert all(float(details["predictedITL"]) <= slo * (1.0 - ITL_MARGIN) for _, details in moves(p).values())
+
+
+# --------------------------------------------------------------------------- canary gate
+
+
+def test_a_move_predicted_far_under_the_itl_slo_is_no_canary() -> None:
+    two = observe([pod("p0", 13.0, (50, 100)), pod("p1", 13.0, (50, 100))])
+    # At an ITL SLO near the prediction the first move below the measured decode share goes one pod
+    # at a time ...
+    tight = plan(spec(slo__itlP99="15ms"), two, known(), CURRENT, POOLS)
+    assert len([c for c in tight.splits if c.decode_percent < 100]) == 1
+    assert [d.reason for d in tight.decisions if d.action == "SplitHeld"] == ["CanaryInProgress"]
+    assert all(float(d["predictedITL"]) > CANARY_FREE_ITL * 0.015 for _, d in moves(tight).values())
+    # ... and with an SLO the prediction sits far under, every pod takes it at once.
+    loose = plan(spec(), two, known(), CURRENT, POOLS)
+    assert {c.pod for c in loose.splits} == {"p0", "p1"}
+    assert all(c.decode_percent < 100 for c in loose.splits)
+    assert not [d for d in loose.decisions if d.action == "SplitHeld"]
+    assert all(float(d["predictedITL"]) <= CANARY_FREE_ITL * 0.060 for _, d in moves(loose).values())

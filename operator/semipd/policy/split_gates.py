@@ -1,0 +1,96 @@
+"""The gates a node pool's split proposals pass before they become changes: at most one canary (a move
+below the decode shares measured to meet ITL) per node pool at a time, and in restart mode one pod at
+a time, only while the others' capacity covers the load.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from semipd.perf import contended_shares
+from semipd.policy.context import CAPACITY_MARGIN, Run, fmt
+from semipd.policy.estimator import Estimator
+from semipd.policy.observation import PodObservation
+from semipd.policy.state import Prediction
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One pod's best split move, as the gates weigh it."""
+
+    pod: PodObservation
+    split: tuple[int, int]
+    urgent: bool
+    """The current split breaks the ITL constraint or misses TTFT: cost does not gate it."""
+    gain: float
+    """Predicted requests gained over the hold time, net of the switch's cost."""
+    reason: str
+    details: Mapping[str, str]
+    prediction: Prediction
+    fixes: bool
+    canary: bool
+    """The new split has less decode share than any measured to meet ITL at this rate."""
+
+
+def pod_capacity(est: Estimator, pod: PodObservation) -> float:
+    """Arrivals/s one pod can serve without its prefill queue growing, with the capacity margin: what
+    "the load needs" is judged by. (The SLO capacity is no use here: a p99 TTFT missed at light load
+    from long prompts, not queueing, reads as no capacity at all.)"""
+    split = (int(pod.prefill_percent or 0), int(pod.decode_percent or 0))
+    if split[0] <= 0 or split[1] <= 0:
+        return 0.0
+    share = contended_shares(split[0] / 100.0, split[1] / 100.0)[0]
+    return share / est.l100() * (1.0 - CAPACITY_MARGIN)
+
+
+def canary_gate(run: Run, pool: str, proposals: list[Proposal], retry: Callable[[PodObservation], Proposal | None]
+                 ) -> list[Proposal]:  # fmt: skip
+    """At most one pod per node pool moves below the decode shares measured to meet ITL while the last
+    such move has not yet shown a settled window; the others take their best measured-share move."""
+    last = run.state.canary.get(pool, -math.inf)
+    busy = run.now - last < run.window_s + run.interval_s
+    out, held = [], []
+    for p in sorted(proposals, key=lambda p: (not p.urgent, -p.gain, p.pod.pod)):
+        if not p.canary:
+            out.append(p)
+        elif not busy:
+            out.append(p)
+            busy = True
+            run.canary[pool] = run.now
+        else:
+            held.append(p.pod.pod)
+            if (instead := retry(p.pod)) is not None:
+                out.append(instead)
+    if held:
+        run.decide("SplitHeld", "CanaryInProgress", f"{', '.join(held)}: no less decode share until one pod's "
+                   "window shows ITL below the shares measured to meet it", pool)  # fmt: skip
+    return sorted(out, key=lambda p: p.pod.pod)
+
+
+def restart_gate(run: Run, pool: str, est: Estimator, proposals: list[Proposal]) -> list[Proposal]:
+    """Restart mode: one pod per node pool at a time, and only while the others carry the load."""
+    if not proposals:
+        return []
+    pool_obs = run.obs.pools.get(pool)
+    ctx = run.pools[pool]
+    last = run.restarted.get(pool, -math.inf)
+    if pool_obs is None or pool_obs.ready < pool_obs.replicas or run.now - last < ctx.split_cost_s:
+        run.decide("SplitHeld", "RestartInProgress", "a pod of this node pool is restarting or starting; "
+                   "restart-mode split changes go one pod at a time", pool)  # fmt: skip
+        return []
+    demand = (pool_obs.request_rate or 0.0) + (pool_obs.queued or 0.0) / max(run.interval_s, 1.0)
+    pods = {p.pod: p for p in run.obs.pods_of(pool) if p.ready}
+    caps = {name: pod_capacity(est, p) for name, p in sorted(pods.items())}
+    ranked = sorted(proposals, key=lambda p: (not p.urgent, -p.gain, p.pod.pod))
+    for p in ranked:
+        rest = sum(c for name, c in caps.items() if name != p.pod.pod)
+        if rest >= demand:
+            return [p]
+    p = ranked[0]
+    rest = sum(c for name, c in caps.items() if name != p.pod.pod)
+    run.decide("SplitHeld", "RestartNeedsCapacity",
+                   f"restarting {p.pod.pod} would leave {rest:.3g}/s of capacity for {demand:.3g}/s of demand",
+                   pool, p.pod.pod, capacityWithout=fmt(rest), demand=fmt(demand))  # fmt: skip
+    return []
