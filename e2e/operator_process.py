@@ -146,7 +146,9 @@ def running_operator(
     tracebacks) afterwards."""
     install_crds(cluster, gie=gie)
     cluster.kubectl("create", "namespace", namespace, check=False)
-    deadline = time.monotonic() + 30
+    # The controller manager creates the ServiceAccount; the first namespace of a cold cluster on two
+    # shared cores waits for its informers to sync (a CI run's first fixture failed at 30 s).
+    deadline = time.monotonic() + 120
     while cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode != 0:
         if time.monotonic() > deadline:
             raise AssertionError(f"no default ServiceAccount in {namespace}")
