@@ -167,7 +167,7 @@ def _propose(
         return None
     current = (int(pod.prefill_percent or 0), int(pod.decode_percent or 0))
     # The SLO is the node pool's token-level p99: one pod over it while the pool's has the measured
-    # margin free (a pod's window holds an eighth of the tokens, and its p99 is interpolated inside a
+    # margin free (a pod's window holds a fraction of the tokens, and its p99 is interpolated inside a
     # coarse bucket) is at risk, not broken, so the defence takes only the direct lever.
     itl_broken = pod.itl_p99 > run.itl_slo and not _pool_has_room(run, pod.node_pool)
     measured_tight = pod.itl_p99 > run.itl_slo * (1.0 - MEASURED_MARGIN)
@@ -231,7 +231,7 @@ def _propose(
     hold = max(run.window_s, 4.0 * run.interval_s, HOLD_COST_MULTIPLE * ctx.split_cost_s)
     gain = (att - cur_att) * ahead * hold
     cost = sample.rate * ctx.split_cost_s * SWITCH_EXPOSURE[ctx.restart]
-    # Below every decode share measured to meet ITL is a canary, unless even a much optimistic model
+    # Below every decode share measured to meet ITL is a canary, unless even a model 50 % optimistic
     # would keep it within the margin (CANARY_FREE_ITL).
     canary = (seen.explores(best) and new_itl > CANARY_FREE_ITL * run.itl_slo) or best in probes
     # A coupling probe at the pod's own decode share is worth its window whenever the measured ITL has
