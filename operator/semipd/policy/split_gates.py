@@ -34,6 +34,11 @@ class Proposal:
     """The new split has less decode share than any measured to meet ITL at this rate."""
 
 
+def _priority(p: Proposal) -> tuple[bool, float, str]:
+    """The order in which a gate admits proposals: urgent first, then the largest net gain (then name)."""
+    return not p.urgent, -p.gain, p.pod.pod
+
+
 def pod_capacity(est: Estimator, pod: PodObservation) -> float:
     """Arrivals/s one pod can serve without its prefill queue growing, with the capacity margin: what
     "the load needs" is judged by. (The SLO capacity is no use here: a p99 TTFT missed at light load
@@ -52,7 +57,7 @@ def canary_gate(run: Run, pool: str, proposals: list[Proposal], retry: Callable[
     last = run.state.canary.get(pool, -math.inf)
     busy = run.now - last < run.window_s + run.interval_s
     out, held = [], []
-    for p in sorted(proposals, key=lambda p: (not p.urgent, -p.gain, p.pod.pod)):
+    for p in sorted(proposals, key=_priority):
         if not p.canary:
             out.append(p)
         elif not busy:
@@ -83,7 +88,7 @@ def restart_gate(run: Run, pool: str, est: Estimator, proposals: list[Proposal])
     demand = (pool_obs.request_rate or 0.0) + (pool_obs.queued or 0.0) / max(run.interval_s, 1.0)
     pods = {p.pod: p for p in run.obs.pods_of(pool) if p.ready}
     caps = {name: pod_capacity(est, p) for name, p in sorted(pods.items())}
-    ranked = sorted(proposals, key=lambda p: (not p.urgent, -p.gain, p.pod.pod))
+    ranked = sorted(proposals, key=_priority)
     for p in ranked:
         rest = sum(c for name, c in caps.items() if name != p.pod.pod)
         if rest >= demand:

@@ -170,7 +170,7 @@ def _propose(
     # margin free (a pod's window holds a fraction of the tokens, and its p99 is interpolated inside a
     # coarse bucket) is at risk, not broken, so the defence takes only the direct lever.
     itl_broken = pod.itl_p99 > run.itl_slo and not _pool_has_room(run, pod.node_pool)
-    measured_tight = pod.itl_p99 > run.itl_slo * (1.0 - MEASURED_MARGIN)
+    measured_tight = not _has_margin(run, pod.itl_p99)
     # The pool's ITL scale (a median over windows) unless this pod misses ITL: one window's p99 is
     # rounded to a histogram bucket and would make the choice flip between neighbouring splits.
     pinned = est.pinned(sample, itl=itl_broken)
@@ -289,10 +289,15 @@ def _propose(
     return Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary)
 
 
+def _has_margin(run: Run, itl_p99: float) -> bool:
+    """A measured p99 ITL (a pod's or a node pool's window) leaves the measured margin of the SLO free."""
+    return itl_p99 <= run.itl_slo * (1.0 - MEASURED_MARGIN)
+
+
 def _pool_has_room(run: Run, pool: str) -> bool:
     """The node pool's measured p99 ITL has the measured margin free (unknown: it has not)."""
     obs = run.obs.pools.get(pool)
-    return obs is not None and obs.itl_p99 is not None and obs.itl_p99 <= run.itl_slo * (1.0 - MEASURED_MARGIN)
+    return obs is not None and obs.itl_p99 is not None and _has_margin(run, obs.itl_p99)
 
 
 def _probes_coupling(split: tuple[int, int], current: tuple[int, int], measured_decode: int) -> bool:
@@ -362,7 +367,7 @@ def _readings(run: Run, pool: str) -> tuple[ItlReading, ...]:
         if sample is None or pod.itl_p99 is None or run.settling(pod.pod) or sample.split is None:
             continue
         share = decode_share((int(sample.split[0]), int(sample.split[1])))
-        clean = pod.itl_p99 <= run.itl_slo * (1.0 - MEASURED_MARGIN)
+        clean = _has_margin(run, pod.itl_p99)
         tight = not clean and pod.itl_p99 <= run.itl_slo
         new.append(ItlReading(run.now, share, sample.rate, int(sample.split[1]), clean=clean, tight=tight))
     return updated(run.state.itl_evidence.get(pool, ()), new, run.now, run.window_s)
