@@ -30,12 +30,9 @@ from semipd.sim.fleet.baselines.hpa_queue import HPAQueueController
 from semipd.sim.fleet.baselines.semipd_code import SemiPDCodeController
 from semipd.sim.fleet.baselines.semipd_paper import SemiPDPaperController
 from semipd.sim.fleet.controller import Controller
-from semipd.sim.fleet.fleet import Simulator
 from semipd.sim.fleet.policy import PolicyController
-from semipd.sim.fleet.results import FINE_ITL_BOUNDS
-from semipd.sim.fleet.scoring import SLO_WINDOW_S, slo_score
 from semipd.sim.fleet.setup import FleetSetup
-from semipd.sim.fleet.truth import Truth, with_truth
+from semipd.sim.fleet.truth import Truth
 from semipd.traces import day_shape
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -67,7 +64,7 @@ FIXED = (
     *(f"static-{x}-{y}" for x, y in STATIC_SPLITS),
     *(f"disagg-{p}p{d}d" for p, d in DISAGG),
 )
-WORLD = ContentionModel()
+WORLD = common.WORLD
 INTERFERENCE = (0.0, 0.2, 0.5)
 MISMATCH = ((1.3, 0.7), (0.7, 1.3))
 SENS_TRACE = "azure-conv"
@@ -146,14 +143,11 @@ def run_one(run: Run) -> list[dict[str, Any]]:
     prefix = any(r.hash_ids for r in reqs)
     setup, controller = build(run, prefix)
     world = ContentionModel(WORLD.prefill_k, WORLD.decode_k, run.eps)
-    setup = with_truth(setup, Truth(run.truth[0], run.truth[1], world))
-    sim = Simulator(setup, controller)
-    result = sim.run(reqs, run.policy)
-    p99s = sim.itl_windows.p99s(FINE_ITL_BOUNDS)
+    result, p99s, requests = common.judged(setup, reqs, controller, run.policy, Truth(*run.truth, world))
     ttft = common.ttft_slo(run.trace)
     rows = []
     for scale in ("tight", "paper") if run.scale == "both" else (run.scale,):
-        sc = slo_score(sim.requests, ttft, itl_slo(scale), p99s, SLO_WINDOW_S)
+        sc = common.scored(requests, p99s, ttft, itl_slo(scale))
         paper = sum(w[2] for w in sc.windows) / max(1, result.arrivals)
         rows.append(
             {

@@ -1,11 +1,13 @@
 """Benchmark: accelerator-hours to serve a full day (time-compressed) at >= 99 % SLO attainment.
 
 The Azure conv trace's requests replayed along a diurnal curve (trough 20 % of peak at the start
-and end, peak in the middle) compressed into DAY_S of simulated time; every controller is capped
-at 8 H200 GPUs and starts from 2 replicas. Compared: ours (split + replicas), ours with replicas
-only (spec.autoscaling.mode=replicas), the Dynamo SLA planner on an xPyD fleet, HPA on queue length
-over fixed 80/100 semi-PD pods, and static provisioning (the fewest fixed replicas that reach
-99 %, at the default 80/100 split and at the best static split of the attainment benchmark).
+and end, peak in the middle) compressed into DAY_S of simulated time, in the fair judge's world
+(bench_fleet_common.WORLD) and scored by the product's SLO (TTFT and each 60 s window's token-level
+p99 ITL; the papers' mean-TPOT attainment beside it). Every controller is capped at 8 H200 GPUs and
+starts from 2 replicas. Compared: ours (split + replicas, from the API's start split and from
+Semi-PD's), ours with replicas only (spec.autoscaling.mode=replicas) at fixed splits, the Dynamo SLA
+planner on an xPyD fleet, HPA on queue length over fixed 80/100 semi-PD pods, and static
+provisioning (the fewest fixed replicas that reach 99 % at a split).
 Writes bench/results/fleet_cost.{md,json,png}.
 
     .venv/bin/python bench/bench_fleet_cost.py [--day-s 7200] [--peak 10]
@@ -25,13 +27,12 @@ from typing import Any
 import bench_fleet_common as common
 
 from semipd.sim.fleet.baselines import static
-from semipd.sim.fleet.fleet import simulate
 from semipd.traces import TraceRequest, day_shape, prepare
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TRACE = "azure-conv"
 TARGET = 0.99
-STATIC_SPLITS = ((80, 100), (100, 50))
+STATIC_SPLITS = ((80, 100), (100, 50), (100, 40))
 
 
 def day(day_s: float, peak: float) -> list[TraceRequest]:
@@ -41,15 +42,13 @@ def day(day_s: float, peak: float) -> list[TraceRequest]:
 def run_policy(name: str, day_s: float, peak: float) -> dict[str, Any]:
     reqs = day(day_s, peak)
     fixed = re.fullmatch(r"static (\d+)x@(\d+)/(\d+)", name)
+    task = common.Task(TRACE, name, peak, kind="auto", day_s=day_s)
     if fixed:
         n, x, y = (int(v) for v in fixed.groups())
         setup, ctl = static.static_split(common.base_setup(common.spec(TRACE), False), x, y, n)
-        result = simulate(setup, reqs, ctl, name=name)
-        out = result.summary()
+        out = common.summarised(task, *common.judged(setup, reqs, ctl, name))
     else:
-        task = common.Task(TRACE, name, peak, kind="auto", day_s=day_s)
         out = common.run_task(task, reqs)
-        out["name"] = name
     out["policy"] = name
     return out
 
@@ -65,7 +64,9 @@ def header(day_s: float, peak: float, n_requests: int) -> list[str]:
         f"`bench/bench_fleet_cost.py` (seed 0, code {common.code_version()}): {TRACE} requests on a diurnal curve"
         f" (20 % -> {peak:g} req/s ->",
         f"20 %) compressed into {day_s / 3600:g} h of simulated time ({n_requests:,} requests); up to 8 x H200,",
-        "Qwen3-32B TP1; ITL SLO 50 ms, attainment as in fleet_attainment.md. Autoscalers start from 2",
+        "Qwen3-32B TP1, in the fair judge's world (share-curve contention; every policy plans with the prior);"
+        " ITL SLO 50 ms. *SLO*: attainment by the product's SLO (TTFT and every 60 s window's token-level"
+        " p99 ITL, as fleet_attainment.md); *paper*: TTFT and mean TPOT per request. Autoscalers start from 2",
         "replicas (xPyD: 1 prefill + 1 decode); new pods take start-up time"
         f" ({common.latency_model().restart_cost() + 10:.0f} s) before serving. Static rows: the fewest fixed",
         "replicas (4..8) reaching 99 % at that split (or the best of them). Simulated, with the estimated",
@@ -79,25 +80,33 @@ def render(rows: list[dict[str, Any]], ttft: float, note: str) -> list[str]:
     lines = [
         f"## TTFT SLO {ttft:g} s ({note})",
         "",
-        "| policy | attainment | meets 99 % | accelerator-hours | vs ours | peak GPUs | replica changes |"
+        "| policy | SLO | paper | meets 99 % (SLO) | accelerator-hours | vs ours | peak GPUs | replica changes |"
         " split changes |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     ours = by["ours (semipd)"]["accelerator_hours"]
     for r in rows:
         peak_gpus = max((s["accelerators"] for s in r.get("timeline", [])), default=None)
         if peak_gpus is None:
             peak_gpus = sum(p["peak_replicas"] * p["accelerators_per_replica"] for p in r["pools"].values())
-        ok = "yes" if r["attainment"] >= TARGET else "**no**"
+        ok = "yes" if r["slo"] >= TARGET else "**no**"
         lines.append(
-            f"| {r['policy']} | {r['attainment']:.2%} | {ok} | {r['accelerator_hours']:.2f} | "
+            f"| {r['policy']} | {r['slo']:.2%} | {r['attainment']:.2%} | {ok} | {r['accelerator_hours']:.2f} | "
             f"{r['accelerator_hours'] / ours:.2f}x | {peak_gpus} | {r['replica_changes']} | {r['split_changes']} |"
         )
-    meeting = [r for r in rows if r["attainment"] >= TARGET]
+    meeting = [r for r in rows if r["slo"] >= TARGET]
     lines.append("")
     if meeting:
         best = min(meeting, key=lambda r: r["accelerator_hours"])
         lines.append(f"Cheapest policy that meets 99 %: **{best['policy']}** ({best['accelerator_hours']:.2f} GPU-h).")
+    fixed = [r for r in meeting if r["policy"].startswith("ours (replicas only")]
+    if fixed:
+        ref = min(fixed, key=lambda r: r["accelerator_hours"])
+        verdict = "meets" if by["ours (semipd)"]["slo"] >= TARGET else "does **not** meet"
+        lines.append(
+            f"Ours {verdict} 99 % at {by['ours (semipd)']['accelerator_hours'] / ref['accelerator_hours']:.2f}x the"
+            f" accelerator-hours of replica-only scaling at the cheapest fixed split that meets it ({ref['policy']})."
+        )
     lines.append("")
     return lines
 
@@ -126,7 +135,7 @@ def _plot_one(ax: Any, rows: list[dict[str, Any]]) -> None:
             continue
         t = [s["t"] / 60 for s in tl]
         style = {"linewidth": 2.2, "color": "black"} if r["policy"] == "ours (semipd)" else {"linewidth": 1.0}
-        ax.step(t, [s["accelerators"] for s in tl], where="post", label=f"{r['policy']} ({r['attainment']:.1%})",
+        ax.step(t, [s["accelerators"] for s in tl], where="post", label=f"{r['policy']} ({r['slo']:.1%} SLO)",
                 **style)  # fmt: skip
         if not shown:
             ax2.plot(t, [s["rate"] for s in tl], color="grey", alpha=0.35, linewidth=0.8)
@@ -156,8 +165,8 @@ def main() -> int:
         keep = []
         for x, y in STATIC_SPLITS:
             cands = [r for r in rows if r["policy"].endswith(f"@{x}/{y}")]
-            ok = [r for r in cands if r["attainment"] >= TARGET]
-            best = min(ok, key=lambda r: r["accelerator_hours"]) if ok else max(cands, key=lambda r: r["attainment"])
+            ok = [r for r in cands if r["slo"] >= TARGET]
+            best = min(ok, key=lambda r: r["accelerator_hours"]) if ok else max(cands, key=lambda r: r["slo"])
             keep.append(best)
         rows = [r for r in rows if not r["policy"].startswith("static ")] + keep
         lines += render(rows, ttft, note)
