@@ -282,6 +282,21 @@ def test_overload_scales_out_into_the_cheapest_pool_by_capacity() -> None:
         assert n <= 6, name
 
 
+def test_demand_past_the_fitted_capacity_scales_out_before_any_slo_is_missed() -> None:
+    # Both SLOs still met (the ramp has not reached the queue yet), but the model sees the shortfall.
+    obs = observe([pod("p0", 25.0, (90, 100), ttft_p99=0.4, itl_p99=0.02)])
+    p = plan(spec(), obs, known(), CURRENT, POOLS)
+    assert [d.reason for d in p.decisions if d.action == "ScaleOut"][:1] == ["SLOCapacityShort"]
+    assert sum(p.replicas.values()) > sum(CURRENT.values())
+
+
+def test_demand_within_the_fitted_capacity_adds_nothing() -> None:
+    obs = observe([pod("p0", 2.0, (90, 100), ttft_p99=0.4, itl_p99=0.02)])
+    p = plan(spec(), obs, known(), CURRENT, POOLS)
+    assert not [d for d in p.decisions if d.action == "ScaleOut"]
+    assert p.replicas == CURRENT
+
+
 def test_scale_up_stabilization_delays_scale_out() -> None:
     s = spec(autoscaling__scaleUpStabilization="30s")
     obs = observe([pod("p0", 40.0, (90, 100))])

@@ -1,5 +1,6 @@
 """The replica planner: add the replicas the fitted model says are missing for the observed demand
-(into the cheapest pool per unit of SLO capacity), remove one only after both SLOs had slack for the
+(into the cheapest pool per unit of SLO capacity) before the SLO breaks, add one anyway when an SLO
+stays missed that the model says is covered, remove one only after both SLOs had slack for the
 stabilization window and the rest still meets the SLO, and move the demand of pods left
 unschedulable past the timeout to the next pool. Capacity per replica is taken at the shares the
 pods will actually run.
@@ -112,7 +113,10 @@ def plan_replicas(
     demand = sum(d for d in demands if d is not None)
     supply = sum(run.replicas[np.name] * caps[np.name] for np in run.spec.node_pools)
     deficit = demand - supply
-    if deficit > 1e-9 and _slo_at_risk(run):
+    # Proactive: new pods take a start-up time to serve, so waiting for the miss the model foresees
+    # loses that much of a ramp (the azure-conv day at TTFT 2 s: 95.9 % -> 99.3 % at peak 16/s).
+    # Curves that show no capacity at all size nothing: only a miss adds a replica then.
+    if deficit > 1e-9 and (_cost_order(run, caps) or _slo_at_risk(run)):
         state["slack"].pop("*", None)
         since = state["breach"].setdefault("*", run.now)
         if run.now - since < to_seconds(auto.scale_up_stabilization):
@@ -250,8 +254,8 @@ def _starting(run: Run) -> bool:
 
 
 def _slo_at_risk(run: Run) -> bool:
-    """Some running pod misses an SLO and no split change of this plan is predicted to fix it: the
-    model's capacity shortfall alone (which can be a fitting artefact) never adds accelerators."""
+    """Some running pod misses an SLO and no split change of this plan is predicted to fix it (then a
+    model that claims enough capacity is doubted, and scale-in waits)."""
     for np in run.spec.node_pools:
         for pod in run.obs.pods_of(np.name):
             if sample_of(pod, run.window_s) is None:

@@ -35,17 +35,25 @@ def spec(mode: str = "semipd", lo: int = 1, hi: int = 4, prefill: int = 40) -> I
 TRACE = prepare("azure-conv", context_length=8192, rate=22.0, duration_s=600)
 
 
-def test_split_first_then_replicas_under_overload() -> None:
+def test_overload_past_the_best_split_scales_out_before_the_slo_breaks_and_moves_the_split() -> None:
     s = spec()
     result = simulate(fleet_from_spec(s), TRACE, PolicyController(s))
     kinds = {a.action for a in result.actions}
     assert {"SplitChange", "SplitDone", "ScaleOut"} <= kinds
-    first_split = min(a.time for a in result.actions if a.action == "SplitChange")
-    first_scale = min(a.time for a in result.actions if a.action == "ScaleOut")
-    assert first_split <= first_scale
+    first_scale = min((a for a in result.actions if a.action == "ScaleOut"), key=lambda a: a.time)
+    assert first_scale.reason == "SLOCapacityShort"  # model-sized, at the best split's capacity
     assert result.pools["h200"]["peak_replicas"] > 1
     off = simulate(fleet_from_spec(s), TRACE, StaticController("off"))
     assert result.attainment > off.attainment + 0.2
+
+
+def test_split_first_when_the_best_split_carries_the_load() -> None:
+    s = spec(prefill=30)
+    trace = prepare("azure-conv", context_length=8192, rate=6.0, duration_s=400)
+    result = simulate(fleet_from_spec(s), trace, PolicyController(s))
+    assert [a.reason for a in result.actions if a.action == "SplitChange"][:1] == ["TTFTOverSLO"]
+    assert not [a for a in result.actions if a.action == "ScaleOut"]
+    assert result.attainment >= 0.98
 
 
 def test_replicas_mode_never_moves_a_split() -> None:
