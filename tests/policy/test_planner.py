@@ -586,3 +586,15 @@ def test_no_burst_reserve_where_the_predicted_itl_leaves_less_than_a_quarter_of_
     tight = est.itl(90, 100, 1.0 * (1 + RATE_MARGIN) * 1.5) / 0.8  # the best split's burst ITL: 80 % of this SLO
     s = spec(semiPD__minDecodePercent=100, slo__itlP99=f"{tight * 1000:.3f}ms")
     assert "BurstReserve" not in _reserve_moves(s, calm).values()
+
+
+def test_a_restart_mode_canary_is_in_progress_until_its_first_window_after_the_restart() -> None:
+    # The last canary restarted 80 s ago: its pod came back after the 60 s restart, so its first settled
+    # window is still open, and a second pod must not go below the measured decode shares yet.
+    s = spec(semiPD__maxPrefillPercent=100, slo__itlP99="15ms")
+    pools = {**POOLS, "h200": PoolContext(H200, True, 60.0, restart=True)}
+    pods = [pod(f"p{i}", 6.0, (50, 100), ttft_p99=3.0) for i in range(4)]
+    state = replace(known(), canary={"h200": 920.0}, restarted={"h200": 920.0})
+    p = plan(s, observe(pods), state, {"h200": 4, "ascend": 0}, pools)
+    assert [d.reason for d in p.decisions if d.action == "SplitHeld"][:1] == ["CanaryInProgress"]
+    assert all(c.decode_percent >= 100 for c in p.splits)

@@ -55,7 +55,10 @@ def canary_gate(run: Run, pool: str, proposals: list[Proposal], retry: Callable[
     """At most one pod per node pool moves below the decode shares measured to meet ITL while the last
     such move has not yet shown a settled window; the others take their best measured-share move."""
     last = run.state.canary.get(pool, -math.inf)
-    busy = run.now - last < run.window_s + run.interval_s
+    # Its first settled window starts once the switch is done: a restart takes the pod out for its
+    # whole start-up (with the window alone, a second restart-mode canary at decode 30 % on mix-shift
+    # 4/s followed the first before it was measured, and both broke ITL: 73.7 % vs 92.8 %).
+    busy = run.now - last < run.pools[pool].split_cost_s + run.window_s + run.interval_s
     out, held = [], []
     for p in sorted(proposals, key=_priority):
         if not p.canary:
