@@ -598,3 +598,15 @@ def test_a_restart_mode_canary_is_in_progress_until_its_first_window_after_the_r
     p = plan(s, observe(pods), state, {"h200": 4, "ascend": 0}, pools)
     assert [d.reason for d in p.decisions if d.action == "SplitHeld"][:1] == ["CanaryInProgress"]
     assert all(c.decode_percent >= 100 for c in p.splits)
+
+
+def test_replicas_are_sized_at_the_weakest_split_the_pods_will_run() -> None:
+    # p0 cannot move yet (cooldown) and stays at (50, 100): the grid's best split would carry 20/s on
+    # two replicas, the splits the pods will actually run do not.
+    obs = observe([pod("p0", 10.0, (50, 100), ttft_p99=0.5, itl_p99=0.02), pod("p1", 10.0, (90, 50), ttft_p99=0.5,
+                                                                                itl_p99=0.02)])  # fmt: skip
+    state = replace(known(), last_split_change={"p0": obs.time - 5.0})
+    p = plan(spec(), obs, state, {"h200": 2, "ascend": 0}, POOLS)
+    (out,) = [d for d in p.decisions if d.action == "ScaleOut"][:1]
+    assert out.reason == "SLOCapacityShort"
+    assert float(out.details["perReplica"]) < 10.0
