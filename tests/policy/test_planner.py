@@ -17,7 +17,7 @@ from semipd.policy.evidence import ROOMY_ITL
 from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
 from semipd.policy.planner import PoolContext, plan
 from semipd.policy.splits import ITL_MARGIN, RATE_MARGIN
-from semipd.policy.state import ControllerState
+from semipd.policy.state import ControllerState, Plan
 
 H200 = LatencyModel.from_names("h200", "llama-3-8b")
 ASCEND = LatencyModel.from_names("ascend-910b3", "llama-3-8b")
@@ -600,13 +600,25 @@ def test_a_restart_mode_canary_is_in_progress_until_its_first_window_after_the_r
     assert all(c.decode_percent >= 100 for c in p.splits)
 
 
-def test_replicas_are_sized_at_the_weakest_split_the_pods_will_run() -> None:
-    # p0 cannot move yet (cooldown) and stays at (50, 100): the grid's best split would carry 20/s on
-    # two replicas, the splits the pods will actually run do not.
-    obs = observe([pod("p0", 10.0, (50, 100), ttft_p99=0.5, itl_p99=0.02), pod("p1", 10.0, (90, 50), ttft_p99=0.5,
-                                                                                itl_p99=0.02)])  # fmt: skip
-    state = replace(known(), last_split_change={"p0": obs.time - 5.0})
-    p = plan(spec(), obs, state, {"h200": 2, "ascend": 0}, POOLS)
-    (out,) = [d for d in p.decisions if d.action == "ScaleOut"][:1]
-    assert out.reason == "SLOCapacityShort"
-    assert float(out.details["perReplica"]) < 10.0
+def _slack_for_a_window(p0_split: tuple[int, int]) -> Plan:
+    """Three pods with both SLOs met for longer than the scale-in window; p0 cannot move (cooldown)."""
+    cur = {"h200": 3, "ascend": 0}
+
+    def obs(t: float) -> Observation:
+        splits = (p0_split, (90, 50), (90, 50))
+        return observe([pod(f"p{i}", 5.0, c, ttft_p99=0.5, itl_p99=0.02) for i, c in enumerate(splits)], t=t)
+
+    first = plan(spec(), obs(1000.0), replace(known(), last_split_change={"p0": 995.0}), cur, POOLS)
+    state = replace(first.state, last_split_change={**first.state.last_split_change, "p0": 1056.0})
+    return plan(spec(), obs(1061.0), state, cur, POOLS)
+
+
+def test_scale_in_is_judged_at_the_weakest_split_the_pods_will_run() -> None:
+    # The grid's best split would carry 15/s on two replicas; p0, held at (50, 100), would not.
+    held = _slack_for_a_window((50, 100))
+    assert not [d for d in held.decisions if d.action in ("ScaleIn", "ScaleOut")]
+    assert held.replicas["h200"] == 3
+    # With every pod at a strong split, the same load lets one replica go.
+    strong = _slack_for_a_window((90, 50))
+    assert [d.reason for d in strong.decisions if d.action == "ScaleIn"] == ["SLOSlack"]
+    assert strong.replicas["h200"] == 2

@@ -16,6 +16,7 @@ from semipd.api.v1alpha1 import NodePool
 from semipd.policy.context import CAPACITY_MARGIN, Run, fmt, headroom, sample_of, split_allowed
 from semipd.policy.estimator import Estimator, Fit
 from semipd.policy.observation import NodePoolObservation
+from semipd.policy.splits import bounds, grid
 from semipd.policy.state import SplitChange
 
 FULL_HOLD_S = 600.0
@@ -25,17 +26,24 @@ MODEL_DOUBT_INTERVALS = 3.0
 model still claims enough capacity, before one replica is added anyway (the model is wrong)."""
 
 
-def capacity(run: Run, np: NodePool, fits: Mapping[str, Fit], splits: Sequence[SplitChange] = ()) -> float:
-    """SLO capacity of one replica of `np` (arrivals/s) at the weakest split its pods will run."""
+def capacity(
+    run: Run, np: NodePool, fits: Mapping[str, Fit], splits: Sequence[SplitChange] = (), weakest: bool = False
+) -> float:
+    """SLO capacity of one replica of `np` (arrivals/s): at the best split the controller may move its
+    pods to, or with `weakest` (and always in restart mode) at the weakest split they will run."""
     ctx = run.pools[np.name]
     est = Estimator(ctx.model, fits[np.name])
     sp = run.spec.semi_pd
+    if split_allowed(run.spec, ctx) and not (ctx.restart or weakest):
+        # Standby swaps move a pod to the best split within seconds: scale-out adds only what no split
+        # can carry (split first, then replicas).
+        candidates = grid(bounds(run), sp.step_percent, (sp.initial_prefill_percent, sp.initial_decode_percent))
+        return est.capacity(candidates, run.ttft_slo, run.itl_slo, CAPACITY_MARGIN)
     if split_allowed(run.spec, ctx):
-        # Sized for the splits the pods will run after this plan, the weakest of them (in restart mode
-        # new pods start at the initial split and move one at a time): the ITL evidence and defences
-        # hold pods off the grid's best split. Sized at the grid's best, the
-        # azure-conv day at TTFT 2 s ran too few replicas for its bursts and met 99 % at none of
-        # peaks 12/14/16 req/s (98.6/98.9/95.3 %); sized here, at all three (99.1/99.8/99.96 %).
+        # The splits the pods will run after this plan, the weakest of them (in restart mode new pods
+        # start at the initial split and move one at a time). Scale-in is judged here: the ITL evidence
+        # and defences hold pods off the grid's best split, and judged at the best, the azure-conv day
+        # at TTFT 2 s scaled in too far for its bursts and met 99 % at none of peaks 12/14/16 req/s.
         running = {(c.prefill_percent, c.decode_percent) for c in splits if c.node_pool == np.name}
         moved = {c.pod for c in splits}
         for pod in run.obs.pods_of(np.name):
@@ -170,10 +178,12 @@ def plan_replicas(
     window = to_seconds(auto.scale_down_stabilization)
     if run.now - since < window:
         return
+    floor = {np.name: capacity(run, np, fits, splits, weakest=True) for np in run.spec.node_pools}
+    supply = sum(run.replicas[np.name] * floor[np.name] for np in run.spec.node_pools)
     for q in reversed(_cost_order(run, caps)):
         if run.replicas[q.name] <= q.min_replicas:
             continue
-        if supply - caps[q.name] < demand * (1.0 + CAPACITY_MARGIN):
+        if supply - floor[q.name] < demand * (1.0 + CAPACITY_MARGIN):
             continue
         run.replicas[q.name] -= 1
         state["scaled"][q.name] = run.now
@@ -182,11 +192,11 @@ def plan_replicas(
             "ScaleIn",
             "SLOSlack",
             f"-1 replica: both SLOs had slack for {window:.0f}s and "
-            f"{supply - caps[q.name]:.3g}/s of SLO capacity still covers demand {demand:.3g}/s",
+            f"{supply - floor[q.name]:.3g}/s of SLO capacity still covers demand {demand:.3g}/s",
             q.name,
             demand=fmt(demand),
-            supplyAfter=fmt(supply - caps[q.name]),
-            perReplica=fmt(caps[q.name]),
+            supplyAfter=fmt(supply - floor[q.name]),
+            perReplica=fmt(floor[q.name]),
         )
         return
 
