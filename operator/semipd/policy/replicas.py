@@ -2,8 +2,9 @@
 (into the cheapest pool per unit of SLO capacity) before the SLO breaks, add one anyway when an SLO
 stays missed that the model says is covered, remove one only after both SLOs had slack for the
 stabilization window and the rest still meets the SLO, and move the demand of pods left
-unschedulable past the timeout to the next pool. Capacity per replica is taken at the shares the
-pods will actually run.
+unschedulable past the timeout to the next pool. Scale-out takes a standby-swap pool's capacity per
+replica at the grid's best split (split first, then replicas); scale-in, and restart mode both ways,
+at the weakest split its pods will run after this plan.
 """
 
 from __future__ import annotations
