@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.perf import LatencyModel, contended_shares
-from semipd.policy.estimator import Estimator, Fit
+from semipd.policy.estimator import Estimator, Fit, Sample, refit
 from semipd.policy.evidence import ROOMY_ITL
 from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
 from semipd.policy.planner import PoolContext, plan
@@ -622,3 +622,48 @@ def test_scale_in_is_judged_at_the_weakest_split_the_pods_will_run() -> None:
     strong = _slack_for_a_window((90, 50))
     assert [d.reason for d in strong.decisions if d.action == "ScaleIn"] == ["SLOSlack"]
     assert strong.replicas["h200"] == 2
+
+
+def _edge_pod(name: str, rate: float, ttft: float) -> PodObservation:
+    """A pod at the model's ITL and batch for its load whose measured p99 TTFT is `ttft`."""
+    return pod(name, rate, (90, 100), ttft_p99=ttft)
+
+
+def _one_split() -> InferencePoolSpec:
+    """A spec whose grid is the one split (90, 100): no split change can add capacity."""
+    return spec(semiPD__initialPrefillPercent=90, semiPD__minPrefillPercent=90, semiPD__minDecodePercent=100)
+
+
+def _watched(rate: float) -> ControllerState:
+    """A state whose h200 fit has seen 20 windows at (90, 100) that followed the model, at and below `rate`."""
+    est = Estimator(H200, Fit())
+    x, y = contended_shares(0.9, 1.0)
+    rates = [rate * (k + 1) / 20 for k in range(20)]
+    samples = tuple(Sample(x, y, r, est.ttft(90, 100, r), None, None, 0.0, (90, 100)) for r in rates)
+    return replace(known(), fits={"h200": refit(H200, Fit(samples=samples))})
+
+
+def test_a_busy_pod_at_the_ttft_margin_counts_at_the_capacity_its_window_shows() -> None:
+    # The pool's fit (20 windows that followed the model) credits p0 with more SLO capacity than its
+    # load, so demand is covered on paper; its own window (p99 TTFT 0.97 x the SLO while its prefill is
+    # busy) says it is at the edge, so the missing capacity is added before the SLO is missed.
+    est = Estimator(H200, Fit())
+    rate = 0.6 * contended_shares(0.9, 1.0)[0] / est.l100()  # prefill busy 60 % of the time
+    assert est.ttft(90, 100, rate) < 0.9  # the model: TTFT well inside the margin at this load
+    fitted = plan(_one_split(), observe([pod("p0", rate, (90, 100))]), _watched(rate), CURRENT, POOLS)
+    assert not [d for d in fitted.decisions if d.action == "ScaleOut"]
+    p = plan(_one_split(), observe([_edge_pod("p0", rate, 0.97)]), _watched(rate), CURRENT, POOLS)
+    (out,) = [d for d in p.decisions if d.action == "ScaleOut"]
+    assert out.reason == "SLOCapacityShort"
+    assert float(out.details["observedShortfall"]) > 0
+    assert float(out.details["supply"]) < rate
+    assert sum(p.replicas.values()) > sum(CURRENT.values())
+
+
+def test_a_light_pod_at_the_ttft_margin_is_not_read_as_missing_capacity() -> None:
+    # The same p99 TTFT at a load where prefill is mostly idle is the longest prompts, not queueing.
+    est = Estimator(H200, Fit())
+    rate = 0.2 * contended_shares(0.9, 1.0)[0] / est.l100()
+    p = plan(_one_split(), observe([_edge_pod("p0", rate, 0.97)]), _watched(rate), CURRENT, POOLS)
+    assert not [d for d in p.decisions if d.action == "ScaleOut"]
+    assert p.replicas == CURRENT
