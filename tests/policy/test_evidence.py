@@ -13,6 +13,7 @@ from semipd.policy.evidence import (
     verdicts,
 )
 from semipd.policy.planner import plan
+from semipd.policy.split_gates import LOST_TTFT
 from tests.policy.test_planner import POOLS, known, observe, pod, spec
 
 WINDOW = 60.0
@@ -92,10 +93,11 @@ def test_plan_records_breaches_and_never_returns_to_the_share_that_broke() -> No
 
 
 def test_one_canary_per_node_pool_at_a_time() -> None:
-    # Two pods at decode 100 miss TTFT; both may take more prefill, only one may take less decode (at an
-    # ITL SLO that the move's prediction does not sit far under: CANARY_FREE_ITL).
+    # Two pods at decode 100 miss TTFT (most of their requests still meet it); both may take more
+    # prefill, only one may take less decode (at an ITL SLO that the move's prediction does not sit far
+    # under: CANARY_FREE_ITL).
     s = spec(semiPD__maxPrefillPercent=100, slo__itlP99="15ms")
-    pods = [pod("p0", 13.0, (50, 100)), pod("p1", 13.0, (50, 100))]
+    pods = [pod("p0", 6.0, (50, 100), ttft_p99=1.2), pod("p1", 6.0, (50, 100), ttft_p99=1.2)]
     p = plan(s, observe(pods), known(), {"h200": 2, "ascend": 0}, POOLS)
     below = [c for c in p.splits if c.decode_percent < 100]
     assert len(below) <= 1
@@ -104,3 +106,15 @@ def test_one_canary_per_node_pool_at_a_time() -> None:
     assert len(p.splits) == 2
     assert [d.reason for d in p.decisions if d.action == "SplitHeld"] == ["CanaryInProgress"]
     assert p.state.canary.get("h200") == 1000.0
+
+
+def test_pods_whose_requests_already_miss_ttft_do_not_wait_behind_a_canary() -> None:
+    # Saturated at decode 100: nearly every request misses TTFT, so a broken ITL window would cost them
+    # little, and each may take less decode share at once (LOST_TTFT).
+    s = spec(semiPD__maxPrefillPercent=100, slo__itlP99="15ms")
+    pods = [pod("p0", 13.0, (50, 100)), pod("p1", 13.0, (50, 100))]
+    p = plan(s, observe(pods), known(), {"h200": 2, "ascend": 0}, POOLS)
+    changes = [d for d in p.decisions if d.action == "SplitChange"]
+    assert all(float(d.details["attainmentBefore"]) < LOST_TTFT for d in changes)
+    assert len([c for c in p.splits if c.decode_percent < 100]) == 2
+    assert not [d for d in p.decisions if d.action == "SplitHeld"]

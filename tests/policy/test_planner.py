@@ -221,7 +221,7 @@ def test_comfortable_pod_is_left_alone() -> None:
 
 def test_cooldown_blocks_a_second_move() -> None:
     s = spec(slo__itlP99="15ms")  # the move's predicted ITL is not far under it: a canary
-    obs = observe([pod("p0", 13.0, (50, 100))])
+    obs = observe([pod("p0", 6.0, (50, 100), ttft_p99=1.2)])  # missing TTFT, most requests still meet it
     first = plan(s, obs, known(), CURRENT, POOLS)
     again = plan(s, replace(obs, time=obs.time + 10), first.state, CURRENT, POOLS)
     assert first.splits
@@ -593,7 +593,7 @@ def test_a_restart_mode_canary_is_in_progress_until_its_first_window_after_the_r
     # window is still open, and a second pod must not go below the measured decode shares yet.
     s = spec(semiPD__maxPrefillPercent=100, slo__itlP99="15ms")
     pools = {**POOLS, "h200": PoolContext(H200, True, 60.0, restart=True)}
-    pods = [pod(f"p{i}", 6.0, (50, 100), ttft_p99=3.0) for i in range(4)]
+    pods = [pod(f"p{i}", 6.0, (50, 100), ttft_p99=1.2) for i in range(4)]
     state = replace(known(), canary={"h200": 920.0}, restarted={"h200": 920.0})
     p = plan(s, observe(pods), state, {"h200": 4, "ascend": 0}, pools)
     assert [d.reason for d in p.decisions if d.action == "SplitHeld"][:1] == ["CanaryInProgress"]

@@ -195,7 +195,7 @@ def test_a_clean_probe_never_vouches_for_less_decode_share() -> None:
 
 
 def test_a_move_predicted_far_under_the_itl_slo_is_no_canary() -> None:
-    two = observe([pod("p0", 13.0, (50, 100)), pod("p1", 13.0, (50, 100))])
+    two = observe([pod("p0", 6.0, (50, 100), ttft_p99=1.2), pod("p1", 6.0, (50, 100), ttft_p99=1.2)])
     # At an ITL SLO near the prediction the first move below the measured decode share goes one pod
     # at a time ...
     tight = plan(spec(slo__itlP99="15ms"), two, known(), CURRENT, POOLS)

@@ -286,7 +286,7 @@ def _propose(
     }
     prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
-    return Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary)
+    return Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary, cur_att)
 
 
 def _has_margin(run: Run, itl_p99: float) -> bool:
