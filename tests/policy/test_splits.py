@@ -8,7 +8,14 @@ from dataclasses import replace
 from semipd.api.durations import to_seconds
 from semipd.policy.evidence import CLEAN_RATE_REACH, ItlReading, decode_share, verdicts
 from semipd.policy.planner import plan
-from semipd.policy.splits import AT_RISK_STEPS, CANARY_FREE_ITL, ITL_MARGIN, MEASURED_MARGIN, RATE_MARGIN
+from semipd.policy.splits import (
+    AT_RISK_STEPS,
+    CANARY_FREE_ITL,
+    CANARY_GAIN,
+    ITL_MARGIN,
+    MEASURED_MARGIN,
+    RATE_MARGIN,
+)
 from semipd.policy.state import ControllerState, Plan
 from tests.policy.test_planner import CURRENT, H200, POOLS, Estimator, Fit, _LongAgo, known, observe, pod, spec
 
@@ -208,3 +215,21 @@ def test_a_move_predicted_far_under_the_itl_slo_is_no_canary() -> None:
     assert all(c.decode_percent < 100 for c in loose.splits)
     assert not [d for d in loose.decisions if d.action == "SplitHeld"]
     assert all(float(d["predictedITL"]) <= CANARY_FREE_ITL * 0.060 for _, d in moves(loose).values())
+
+
+def test_a_ttft_fix_below_the_measured_decode_shares_must_be_worth_what_a_broken_window_costs() -> None:
+    # The pod misses TTFT at decode 100 (measured); going below it is a canary whose breach would cost
+    # the requests that still meet TTFT, so it needs CANARY_GAIN x the attainment the pod still has.
+    s = spec(semiPD__maxPrefillPercent=100, slo__itlP99="15ms")
+    for rate, canary in ((4.0, False), (6.0, True)):
+        p = plan(s, observe([pod("p0", rate, (50, 100), ttft_p99=1.05)]), known(), CURRENT, POOLS)
+        (c,) = p.splits
+        (d,) = [d for d in p.decisions if d.action == "SplitChange"]
+        assert d.reason == "TTFTOverSLO"
+        before, after = float(d.details["attainmentBefore"]), float(d.details["predictedAttainment"])
+        if canary:  # more of the window is lost already: +28 points at 72 %
+            assert c.decode_percent < 100
+            assert after - before >= CANARY_GAIN * before
+        else:  # +4 points at 96 %: more prefill at the measured decode share instead
+            assert (c.prefill_percent, c.decode_percent) == (100, 100)
+            assert after > before
