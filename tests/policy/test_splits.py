@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from semipd.api.durations import to_seconds
+from semipd.policy.context import PoolContext
 from semipd.policy.evidence import CLEAN_RATE_REACH, ItlReading, decode_share, verdicts
 from semipd.policy.planner import plan
 from semipd.policy.splits import (
@@ -16,7 +17,7 @@ from semipd.policy.splits import (
     MEASURED_MARGIN,
     RATE_MARGIN,
 )
-from semipd.policy.state import ControllerState, Plan
+from semipd.policy.state import ControllerState, Plan, Prediction
 from tests.policy.test_planner import CURRENT, H200, POOLS, Estimator, Fit, _LongAgo, known, observe, pod, spec
 
 
@@ -233,3 +234,38 @@ def test_a_ttft_fix_below_the_measured_decode_shares_must_be_worth_what_a_broken
         else:  # +4 points at 96 %: more prefill at the measured decode share instead
             assert (c.prefill_percent, c.decode_percent) == (100, 100)
             assert after > before
+
+
+def _moved(recent_itl: float | None, split: tuple[int, int] = (90, 30), previous: tuple[int, int] = (90, 50),
+           restart: bool = False) -> Plan:  # fmt: skip
+    """p0 moved from `previous` to `split` 40 s ago (the recent window, 30 s, holds only the new split)."""
+    s = spec(semiPD__minDecodePercent=10)
+    moved_at = 960.0
+    pred = Prediction(moved_at, split[0], split[1], 0.5, 0.05, 2.0, previous)
+    state = replace(known(), last_split_change={"p0": moved_at}, predictions={"p0": pred})
+    p0 = pod("p0", 2.0, split, itl_p99_recent=recent_itl)
+    obs = replace(observe([p0, pod("p1", 2.0, previous)]), recent_window_s=30.0)
+    pools = {**POOLS, "h200": PoolContext(H200, True, H200.switch_cost(), restart=restart)}
+    return plan(s, obs, state, {"h200": 2, "ascend": 0}, pools)
+
+
+def test_a_move_that_broke_itl_in_the_recent_window_goes_back_at_once() -> None:
+    # Still inside its settling window (no settled verdict yet), but the recent window is over the SLO
+    # (60 ms) since decode came down: back to where it was, recorded as broken at this rate.
+    p = _moved(0.08)
+    (back,) = [c for c in p.splits if c.pod == "p0"]
+    assert (back.prefill_percent, back.decode_percent) == (90, 50)
+    (d,) = [d for d in p.decisions if d.action == "SplitChange" and d.pod == "p0"]
+    assert d.reason == "ITLBrokeAfterMove"
+    assert "p0" not in p.state.predictions
+    broken = [r for r in p.state.itl_evidence["h200"] if not r.clean]
+    assert [(r.share, r.decode_percent) for r in broken] == [(decode_share((90, 30)), 30)]
+
+
+def test_a_move_is_not_undone_without_a_recent_breach_that_it_could_have_caused() -> None:
+    assert not [c for c in _moved(0.05).splits if c.pod == "p0"]  # recent ITL under the SLO
+    assert not [c for c in _moved(None).splits if c.pod == "p0"]  # no recent reading
+    # Decode share came up, not down: the move did not cause the breach.
+    assert not [d for d in _moved(0.08, (90, 50), (90, 30)).decisions if d.reason == "ITLBrokeAfterMove"]
+    # Restart mode: going back is another restart, which the restart gate must admit (the settled path).
+    assert not [d for d in _moved(0.08, restart=True).decisions if d.reason == "ITLBrokeAfterMove"]

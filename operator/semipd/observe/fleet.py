@@ -18,7 +18,7 @@ from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.engines import get_driver
 from semipd.engines.promql import MetricSet
 from semipd.observe.prometheus import FAULTS, MetricsError, PrometheusSource, Series
-from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
+from semipd.policy.observation import NodePoolObservation, Observation, PodObservation, recent_window
 
 
 def fault_reason(obs: Observation) -> str | None:
@@ -90,10 +90,15 @@ def window(spec: InferencePoolSpec) -> str:
     return f"{max(1, round(to_seconds(spec.slo.window)))}s"
 
 
+def recent_range(spec: InferencePoolSpec) -> str:
+    """The PromQL range of the recent per-pod ITL (policy.observation.recent_window)."""
+    return f"{int(recent_window(to_seconds(spec.slo.window)))}s"
+
+
 class _Queries:
     """The PromQL for one node pool's pods."""
 
-    def __init__(self, metrics: MetricSet, selector: str, window: str) -> None:
+    def __init__(self, metrics: MetricSet, selector: str, window: str, recent: str) -> None:
         by = ["pod"]
         prompt, gen = metrics.token_rates(window, by=by, selector=selector)
         pool_prompt, pool_gen = metrics.token_rates(window, selector=selector)
@@ -118,6 +123,7 @@ class _Queries:
             "kv": metrics.kv_usage_max(selector=selector),
         }
         self.age = f"time() - max(timestamp({metrics.running}{{{selector}}}))"
+        self.itl_recent = metrics.itl_quantile(0.99, recent, by=by, selector=selector)
 
 
 def _by_pod(result: list[tuple[Series, float | None]]) -> dict[str, float | None]:
@@ -138,6 +144,7 @@ async def observe_pool(
 ) -> Observation:
     """The fleet of one InferencePool at wall-clock time `now` (epoch seconds)."""
     range_ = window(spec)
+    recent = recent_range(spec)
     pools: dict[str, NodePoolObservation] = {}
     pod_obs: list[PodObservation] = []
     ages: list[float] = []
@@ -153,7 +160,7 @@ async def observe_pool(
                 continue
             selector = pod_selector(namespace, ready)
             driver = get_driver(spec.effective_engine(np).kind)
-            q = _Queries(driver.metrics, selector, range_)
+            q = _Queries(driver.metrics, selector, range_, recent)
             # An engine without a split runs both phases on the whole device: (100, 100), as the agent's
             # default says, so its pods are judged against the SLO like any other (no split is "unread").
             whole_device = None if driver.capabilities.supports_split else (100, 100)
@@ -162,10 +169,12 @@ async def observe_pool(
                 *(source.query(q.per_pod[k]) for k in keys),
                 *(source.query(q.pool[k]) for k in keys),
                 source.query(q.age),
+                source.query(q.itl_recent),
             )
             per_pod = {k: _by_pod(r) for k, r in zip(keys, results[: len(keys)], strict=True)}
             pool = {k: _scalar(r) for k, r in zip(keys, results[len(keys) : 2 * len(keys)], strict=True)}
-            age = _scalar(results[-1])
+            age = _scalar(results[-2])
+            itl_recent = _by_pod(results[-1])
             if age is not None:
                 ages.append(age)
             for p in ready:
@@ -186,6 +195,7 @@ async def observe_pool(
                         kv_usage=per_pod["kv"].get(name),
                         prefill_percent=split[0] if split else None,
                         decode_percent=split[1] if split else None,
+                        itl_p99_recent=itl_recent.get(name),
                     )
                 )
             rate = pool["rate"]
@@ -200,4 +210,7 @@ async def observe_pool(
     except MetricsError as err:
         return Observation(time=now, available=False, reason=str(err)[:512])
     age = max(ages) if ages else 0.0
-    return Observation(time=now, pools=pools, pods=tuple(pod_obs), available=True, age=max(0.0, age))
+    return Observation(
+        time=now, pools=pools, pods=tuple(pod_obs), available=True, age=max(0.0, age),
+        recent_window_s=float(recent.removesuffix("s")),
+    )  # fmt: skip

@@ -30,6 +30,9 @@ class PodObservation:
     kv_usage: float | None = None
     prefill_percent: int | None = None
     decode_percent: int | None = None
+    itl_p99_recent: float | None = None
+    """Seconds, over the observation's recent window only (Observation.recent_window_s): a move that
+    broke ITL shows here before a whole window has passed."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,16 @@ class NodePoolObservation:
     kv_usage: float | None = None
 
 
+RECENT_FRACTION = 0.5
+"""The recent window is this fraction of the SLO window: at a 15 s scrape interval and the default
+60 s window, 30 s holds the two scrapes a rate needs."""
+
+
+def recent_window(window_s: float) -> float:
+    """Seconds of the recent window (whole seconds: it is a PromQL range) for an SLO window."""
+    return max(1.0, float(round(window_s * RECENT_FRACTION)))
+
+
 @dataclass(frozen=True)
 class Observation:
     """The fleet of one InferencePool at `time` (seconds, any monotonic origin)."""
@@ -67,6 +80,8 @@ class Observation:
     """Seconds since the newest sample behind this observation."""
     reason: str = ""
     """Why the data is unavailable or stale, for the MetricsAvailable condition."""
+    recent_window_s: float = 0.0
+    """The range of PodObservation.itl_p99_recent (0: not observed)."""
 
     def pods_of(self, node_pool: str) -> list[PodObservation]:
         return [p for p in self.pods if p.node_pool == node_pool]

@@ -15,6 +15,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
   and predicted over the margin at its projected rate, takes a step or two more decode share, never
   less prefill (ITLAtRisk), and its share is refused at that rate for a while (policy.evidence):
   one breached window costs every request decoded in it, across the pool.
+- A standby swap that took decode share away is undone as soon as the recent window (half the SLO
+  window) shows p99 ITL over the SLO, not a window later (ITLBrokeAfterMove).
 - A move below every decode share measured to meet ITL goes one pod per node pool at a time (a
   canary) unless its predicted ITL is far under the SLO (CANARY_FREE_ITL), and only for a predicted
   TTFT gain worth a broken window (CANARY_GAIN; scaled by the attainment still at stake for a pod
@@ -42,6 +44,7 @@ from semipd.policy.context import PoolContext, Run, fmt, sample_of, split_allowe
 from semipd.policy.estimator import SATURATED_S, Estimator, Fit
 from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, updated, verdicts
 from semipd.policy.observation import PodObservation
+from semipd.policy.rollback import undo_broken_moves
 from semipd.policy.split_gates import Proposal, canary_gate, restart_gate
 from semipd.policy.state import Prediction, SplitChange
 
@@ -291,7 +294,7 @@ def _propose(
         "itlProbe": str(best in probes).lower(),
         "itlVouched": str(best in vouched).lower(),
     }
-    prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow)
+    prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow, current)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
     return Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary, cur_att)
 
@@ -393,8 +396,12 @@ def plan_splits(
         est = Estimator(ctx.model, fits[np.name])
         grow = growth(run, np.name)
         run.evidence[np.name] = _readings(run, np.name)
+        undone = {} if ctx.restart else undo_broken_moves(run, np.name, ctx.split_cost_s, predictions)
+        for change in undone.values():
+            changes.append(change)
+            last_change[change.pod] = run.now
         proposals = [p for pod in sorted(run.obs.pods_of(np.name), key=lambda p: p.pod)
-                     if (p := _propose(run, ctx, est, pod, grow)) is not None]  # fmt: skip
+                     if pod.pod not in undone and (p := _propose(run, ctx, est, pod, grow)) is not None]  # fmt: skip
         proposals = canary_gate(run, np.name, proposals, partial(_propose, run, ctx, est, grow=grow, canary=False))
         if ctx.restart:
             proposals = restart_gate(run, np.name, est, proposals)

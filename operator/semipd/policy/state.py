@@ -28,6 +28,8 @@ class Prediction:
     """Predicted token-level p99 ITL (s) at the new split."""
     rate: float
     """Projected per-pod arrival rate the prediction was made for."""
+    previous: tuple[int, int] | None = None
+    """The split the pod left (a move that broke ITL goes back to it)."""
 
 
 @dataclass(frozen=True)

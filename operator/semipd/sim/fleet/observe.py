@@ -2,9 +2,10 @@
 
 Per ready pod and per node pool: p99 TTFT and ITL as `histogram_quantile(0.99, sum by (le)
 (rate(<hist>_bucket[window])))` over the engine's own bucket edges (what the shipped planner sees
-in production, bucket quantization included), finished-request and token rates from counter
-increases, running/queued/KV gauges from the last scrape, splits from the agents. Missing data is
-None, never zero (a pod without two scrapes in the window has no rate series).
+in production, bucket quantization included), per pod also p99 ITL over the recent window,
+finished-request and token rates from counter increases, running/queued/KV gauges from the last
+scrape, splits from the agents. Missing data is None, never zero (a pod without two scrapes in the
+window has no rate series).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import InferencePoolSpec
-from semipd.policy.observation import NodePoolObservation, Observation, PodObservation
+from semipd.policy.observation import NodePoolObservation, Observation, PodObservation, recent_window
 from semipd.sim.fleet.controller import FleetView
 from semipd.sim.fleet.metrics import WindowDelta, histogram_quantile, sum_counts
 
@@ -28,6 +29,7 @@ def _q(q: float, bounds: tuple[float, ...], counts: tuple[int, ...]) -> float | 
 def observe(view: FleetView, spec: InferencePoolSpec, quantile: float = 0.99) -> Observation:
     """The Observation plan() gets for `spec`'s node pools at view.now."""
     window = max(1.0, float(round(to_seconds(spec.slo.window))))
+    recent = recent_window(window)
     now = view.now
     pools: dict[str, NodePoolObservation] = {}
     pods: list[PodObservation] = []
@@ -50,6 +52,7 @@ def observe(view: FleetView, spec: InferencePoolSpec, quantile: float = 0.99) ->
             series = view.series(inst)
             newest = max(newest, series.last_time)
             d = series.window(now, window)
+            recent_d = series.window(now, recent)
             g = series.gauges
             ttft_b = inst.counters.ttft.bounds
             itl_b = inst.counters.itl.bounds
@@ -75,6 +78,7 @@ def observe(view: FleetView, spec: InferencePoolSpec, quantile: float = 0.99) ->
                     kv_usage=g.kv_usage if g else None,
                     prefill_percent=split[0] if split else None,
                     decode_percent=split[1] if split else None,
+                    itl_p99_recent=_q(quantile, itl_b, recent_d.itl) if recent_d else None,
                 )
             )
         ttft_b = ready[0].counters.ttft.bounds
@@ -96,4 +100,4 @@ def observe(view: FleetView, spec: InferencePoolSpec, quantile: float = 0.99) ->
             kv_usage=kv,
         )
     age = max(0.0, now - newest) if math.isfinite(newest) else 0.0
-    return Observation(time=now, pools=pools, pods=tuple(pods), available=True, age=age)
+    return Observation(time=now, pools=pools, pods=tuple(pods), available=True, age=age, recent_window_s=recent)
