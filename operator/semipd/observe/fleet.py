@@ -85,14 +85,14 @@ def pod_selector(namespace: str, pods: Sequence[Mapping[str, Any]]) -> str:
     return f'namespace="{namespace}",pod=~"{names}"'
 
 
+def window_seconds(spec: InferencePoolSpec) -> int:
+    """The SLO window in whole seconds (a PromQL range)."""
+    return max(1, round(to_seconds(spec.slo.window)))
+
+
 def window(spec: InferencePoolSpec) -> str:
     """The PromQL range of rates: the SLO window."""
-    return f"{max(1, round(to_seconds(spec.slo.window)))}s"
-
-
-def recent_range(spec: InferencePoolSpec) -> str:
-    """The PromQL range of the recent per-pod ITL (policy.observation.recent_window)."""
-    return f"{int(recent_window(to_seconds(spec.slo.window)))}s"
+    return f"{window_seconds(spec)}s"
 
 
 class _Queries:
@@ -144,7 +144,7 @@ async def observe_pool(
 ) -> Observation:
     """The fleet of one InferencePool at wall-clock time `now` (epoch seconds)."""
     range_ = window(spec)
-    recent = recent_range(spec)
+    recent_s = recent_window(window_seconds(spec))
     pools: dict[str, NodePoolObservation] = {}
     pod_obs: list[PodObservation] = []
     ages: list[float] = []
@@ -160,7 +160,7 @@ async def observe_pool(
                 continue
             selector = pod_selector(namespace, ready)
             driver = get_driver(spec.effective_engine(np).kind)
-            q = _Queries(driver.metrics, selector, range_, recent)
+            q = _Queries(driver.metrics, selector, range_, f"{recent_s:.0f}s")
             # An engine without a split runs both phases on the whole device: (100, 100), as the agent's
             # default says, so its pods are judged against the SLO like any other (no split is "unread").
             whole_device = None if driver.capabilities.supports_split else (100, 100)
@@ -211,6 +211,5 @@ async def observe_pool(
         return Observation(time=now, available=False, reason=str(err)[:512])
     age = max(ages) if ages else 0.0
     return Observation(
-        time=now, pools=pools, pods=tuple(pod_obs), available=True, age=max(0.0, age),
-        recent_window_s=float(recent.removesuffix("s")),
-    )  # fmt: skip
+        time=now, pools=pools, pods=tuple(pod_obs), available=True, age=max(0.0, age), recent_window_s=recent_s
+    )

@@ -63,6 +63,12 @@ def decode_share(split: tuple[int, int]) -> float:
     return round(contended_shares(split[0] / 100.0, split[1] / 100.0)[1], 6)
 
 
+def less_decode(split: tuple[int, int], than: tuple[int, int]) -> bool:
+    """`split` gives decode less share than `than` does, while prefill runs or alone."""
+    contended = [contended_shares(x / 100.0, y / 100.0)[1] for x, y in (split, than)]
+    return contended[0] < contended[1] - EPS or split[1] < than[1]
+
+
 def updated(
     readings: Iterable[ItlReading], new: Iterable[ItlReading], now: float, window_s: float
 ) -> tuple[ItlReading, ...]:

@@ -63,7 +63,8 @@ RECENT_FRACTION = 0.5
 
 
 def recent_window(window_s: float) -> float:
-    """Seconds of the recent window (whole seconds: it is a PromQL range) for an SLO window."""
+    """Seconds of the recent window (whole seconds: it is a PromQL range) for an SLO window of
+    `window_s` whole seconds (as the operator's and the simulator's observers both round it)."""
     return max(1.0, float(round(window_s * RECENT_FRACTION)))
 
 

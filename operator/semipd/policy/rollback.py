@@ -6,7 +6,7 @@ without waiting for the pod's settled window, and the split is recorded as broke
 from __future__ import annotations
 
 from semipd.policy.context import Run, fmt
-from semipd.policy.evidence import ItlReading, decode_share, updated
+from semipd.policy.evidence import ItlReading, decode_share, less_decode, updated
 from semipd.policy.state import Prediction, SplitChange
 
 
@@ -28,7 +28,7 @@ def undo_broken_moves(
             continue  # moved again since, or settled (the window's own verdict takes over)
         if run.obs.recent_window_s <= 0 or run.now - pred.time < run.obs.recent_window_s + split_cost_s:
             continue  # the recent window still holds the old split or the switch
-        if decode_share(split) >= decode_share(pred.previous) - 1e-9 and split[1] >= pred.previous[1]:
+        if not less_decode(split, pred.previous):
             continue  # decode lost no share: the move did not cause it
         back = pred.previous
         undone[pod.pod] = SplitChange(pod.pod, pool, back[0], back[1], split)

@@ -42,7 +42,7 @@ from functools import partial
 from semipd.perf import contended_shares
 from semipd.policy.context import PoolContext, Run, fmt, sample_of, split_allowed
 from semipd.policy.estimator import SATURATED_S, Estimator, Fit
-from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, updated, verdicts
+from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, less_decode, updated, verdicts
 from semipd.policy.observation import PodObservation
 from semipd.policy.rollback import undo_broken_moves
 from semipd.policy.split_gates import Proposal, canary_gate, restart_gate
@@ -159,11 +159,6 @@ def _prefill_rank(split: tuple[int, int]) -> tuple[float, int, int]:
     return round(contended_shares(split[0] / 100.0, split[1] / 100.0)[0], 4), split[0], split[1]
 
 
-def _decode_shares(split: tuple[int, int]) -> tuple[float, float]:
-    """(decode share while prefill runs, decode share alone)."""
-    return contended_shares(split[0] / 100.0, split[1] / 100.0)[1], split[1] / 100.0
-
-
 def _propose(
     run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, grow: float, canary: bool = True
 ) -> Proposal | None:
@@ -185,14 +180,12 @@ def _propose(
     pinned = est.pinned(sample, itl=itl_broken)
     ahead = sample.rate * grow * (1.0 + RATE_MARGIN)
     itl_cap = run.itl_slo * (1.0 - ITL_MARGIN)
-    floor = _decode_shares(current)
     seen = verdicts(run.evidence.get(pod.node_pool, ()), sample.rate, current, run.spec.semi_pd.step_percent,
                     roomy=pod.itl_p99 <= ROOMY_ITL * run.itl_slo)  # fmt: skip
     feasible, fallback, probes, vouched, refused = [], [], set(), set(), 0
     for c in grid(bounds(run), run.spec.semi_pd.step_percent, current):
         itl = pinned.itl(*c, ahead)
-        shares = _decode_shares(c)
-        if measured_tight and (shares[0] < floor[0] - 1e-9 or shares[1] < floor[1] - 1e-9):
+        if measured_tight and less_decode(c, current):
             continue  # the measured ITL has no room: never less decode, whatever the model says
         if c != current and (seen.refusal(c, ahead) or (not canary and seen.explores(c))):
             refused += 1  # measured ITL broke there, or it lies beyond what was measured to work
