@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from semipd.api.durations import to_seconds
+from semipd.perf import contended_shares
 from semipd.policy.context import PoolContext
 from semipd.policy.evidence import CLEAN_RATE_REACH, ItlReading, decode_share, verdicts
 from semipd.policy.planner import plan
@@ -269,3 +270,21 @@ def test_a_move_is_not_undone_without_a_recent_breach_that_it_could_have_caused(
     assert not [d for d in _moved(0.08, (90, 50), (90, 30)).decisions if d.reason == "ITLBrokeAfterMove"]
     # Restart mode: going back is another restart, which the restart gate must admit (the settled path).
     assert not [d for d in _moved(0.08, restart=True).decisions if d.reason == "ITLBrokeAfterMove"]
+
+
+# --------------------------------------------------------------------------- no split meets ITL
+
+
+def test_with_no_split_meeting_itl_the_pod_keeps_a_prefill_share_that_keeps_up() -> None:
+    # ITL far over the SLO at every split: the least predicted ITL would be the least prefill share,
+    # (20, 100), whose prefill cannot keep up with 6 req/s: every request would miss TTFT, for good.
+    est = Estimator(POOLS["h200"].model, Fit())
+    rate = 6.0 * (1.0 + RATE_MARGIN)
+    assert contended_shares(0.2, 1.0)[0] < rate * est.l100()
+    p = plan(spec(), observe([pod("p0", 6.0, (50, 100), itl_p99=0.3)]), known(), CURRENT, POOLS)
+    ((reason, details),) = moves(p).values()
+    assert reason == "ITLOverSLO"
+    (change,) = p.splits
+    assert contended_shares(change.prefill_percent / 100, change.decode_percent / 100)[0] > rate * est.l100()
+    assert float(details["predictedITL"]) < float(details["predictedITLBefore"])
+    assert details["predictedTTFT"] != "inf"

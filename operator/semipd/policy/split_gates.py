@@ -1,7 +1,7 @@
 """The gates a node pool's split proposals pass before they become changes: at most one canary (a move
 below the decode shares measured to meet ITL) per node pool at a time, besides pods whose requests
-already miss TTFT, and in restart mode one pod at a time, only while the others' capacity covers the
-load.
+already miss TTFT, and in restart mode one pod at a time, only while the others carry its load at no
+more than RESTART_UTILIZATION of their capacity. `restart_cost` prices what a restart costs the others.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from semipd.perf import contended_shares
-from semipd.policy.context import CAPACITY_MARGIN, Run, fmt
+from semipd.policy.context import CAPACITY_MARGIN, Run, fmt, sample_of
 from semipd.policy.estimator import Estimator
 from semipd.policy.observation import PodObservation
 from semipd.policy.state import Prediction
@@ -43,6 +43,16 @@ at its current split passes the gate while another canary is in flight: a broken
 it only the requests that still meet TTFT, fewer than the fix saves. The fleet starts at the API's
 (100, 50); on Mooncake at 4 req/s (paper ITL) its p99 TTFT reached 10-19 s while four pods waited a
 window behind the first canary (89.1 % vs 93.0 %; static (100, 40) 91.3 %) (estimate)."""
+
+
+RESTART_UTILIZATION = 0.5
+"""A restart-mode change passes only while the node pool's other Ready pods, carrying the drained pod's
+arrivals too, would run at no more than this fraction of their prefill capacity (the rate at which the
+queue stops draining). Queueing delay grows as 1 / (1 - utilization): at 0.5 it at most doubles, at the
+old bound (0.9, the capacity margin) it grows tenfold. Fair judge, restart mode, 18 runs at both ITL
+scales: at 0.9 ours scored 14.34 in sum where never moving (static (100, 50)) scored 15.31; at 0.5
+(with restart_cost and no speculative restarts) 15.07; at a third 15.31, but that bound never lets a
+3-pod pool at a far too small prefill share restart under a steady load it could carry (estimate)."""
 
 
 def _priority(p: Proposal) -> tuple[bool, float, str]:
@@ -108,11 +118,38 @@ def restart_gate(run: Run, pool: str, est: Estimator, proposals: list[Proposal])
     ranked = sorted(proposals, key=_priority)
     for p in ranked:
         rest = sum(c for name, c in caps.items() if name != p.pod.pod)
-        if rest >= demand:
+        if _carries(rest, demand):
             return [p]
     p = ranked[0]
     rest = sum(c for name, c in caps.items() if name != p.pod.pod)
     run.decide("SplitHeld", "RestartNeedsCapacity",
-                   f"restarting {p.pod.pod} would leave {rest:.3g}/s of capacity for {demand:.3g}/s of demand",
+                   f"restarting {p.pod.pod} would leave {rest:.3g}/s of capacity for {demand:.3g}/s of demand "
+                   f"(at most {RESTART_UTILIZATION:.0%} of the rest's capacity)",
                    pool, p.pod.pod, capacityWithout=fmt(rest), demand=fmt(demand))  # fmt: skip
     return []
+
+
+def _carries(capacity: float, demand: float) -> bool:
+    """The other pods' capacity (with the capacity margin) carries `demand` within RESTART_UTILIZATION."""
+    return demand <= capacity / (1.0 - CAPACITY_MARGIN) * RESTART_UTILIZATION
+
+
+def restart_cost(run: Run, est: Estimator, pod: PodObservation, rate_factor: float) -> float:
+    """Requests predicted to miss TTFT at the node pool's other Ready pods while `pod` restarts: they take
+    its arrivals, each at its own split and pinned to its own window (their rates times `rate_factor`,
+    the projected growth). Halving the pod's own arrivals, the cost had been blind to the pool: on
+    azure-conv 24 req/s at the paper ITL, restarts priced so scored 81.6 % where never moving scored
+    88.3 %. With no other Ready pod there is none to price: restart_gate holds that restart."""
+    others = [o for o in run.obs.pods_of(pod.node_pool) if o.ready and o.pod != pod.pod]
+    if not others:
+        return 0.0
+    share = (len(others) + 1) / len(others)
+    lost = 0.0
+    for sample in (sample_of(o, run.window_s) for o in others):
+        if sample is None or sample.split is None:
+            continue  # idle or unknown: it has room
+        pinned, rate = est.pinned(sample, itl=False), sample.rate * rate_factor
+        before = pinned.ttft_attainment(*sample.split, rate, run.ttft_slo)
+        after = pinned.ttft_attainment(*sample.split, rate * share, run.ttft_slo)
+        lost += max(0.0, before - after) * rate * share
+    return lost * run.pools[pod.node_pool].split_cost_s

@@ -30,7 +30,10 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
 - A calm pod with ITL to spare even at a burst takes more prefill share anyway (standby swap only):
   the window's p99 sees a burst a window late (BurstReserve).
 - Restart mode is lossless: at most one pod per node pool restarts at a time, only while every
-  other pod is Ready, and only while the other pods' SLO capacity covers the load.
+  other pod is Ready, and only while the other pods carry the load at no more than half their
+  capacity (split_gates.RESTART_UTILIZATION). A restart's cost counts the TTFT the others lose
+  carrying its load (split_gates.restart_cost), and it must pay for itself even to fix a missed TTFT;
+  an ITL that has not broken is not defended by a restart.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from semipd.policy.estimator import SATURATED_S, Estimator, Fit
 from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, less_decode, updated, verdicts
 from semipd.policy.observation import PodObservation
 from semipd.policy.rollback import undo_broken_moves
-from semipd.policy.split_gates import Proposal, canary_gate, restart_gate
+from semipd.policy.split_gates import Proposal, canary_gate, restart_cost, restart_gate
 from semipd.policy.state import Prediction, SplitChange
 
 ITL_MARGIN = 0.10
@@ -222,7 +225,10 @@ def _propose(
         # decode alone), so the choice does not hinge on the fit; the fit prices the gain below.
         best = max(feasible, key=_prefill_rank)
     elif fallback:
-        best = min(fallback)[1]  # nothing meets ITL: the least predicted ITL (ties: closest)
+        # Nothing meets ITL: the least predicted ITL (ties: closest) among splits whose prefill keeps up
+        # with the arrivals, if any. One that does not fails every request's TTFT (on Mooncake 4 req/s an
+        # ITL breach took a pod to (20, 100), still predicted over the ITL SLO, and its queue never drained).
+        best = min(fallback, key=lambda t: (_saturates(pinned, t[1], ahead), t[0]))[1]
     else:
         return None
     if best == current or (not (itl_broken or at_risk) and _prefill_rank(best) <= _prefill_rank(current)):
@@ -233,6 +239,8 @@ def _propose(
     hold = max(run.window_s, 4.0 * run.interval_s, HOLD_COST_MULTIPLE * ctx.split_cost_s)
     gain = (att - cur_att) * ahead * hold
     cost = sample.rate * ctx.split_cost_s * SWITCH_EXPOSURE[ctx.restart]
+    if ctx.restart:
+        cost += restart_cost(run, est, pod, grow)
     # Below every decode share measured to meet ITL is a canary, unless even a model 50 % optimistic
     # would keep it within the margin (CANARY_FREE_ITL).
     canary = (seen.explores(best) and new_itl > CANARY_FREE_ITL * run.itl_slo) or best in probes
@@ -246,10 +254,10 @@ def _propose(
             return None
         urgent, reason = True, "ITLOverSLO"
     elif at_risk:
-        if att - (1.0 - AT_RISK_BREACH) * cur_att < MIN_GAIN:
-            return None
+        if ctx.restart or att - (1.0 - AT_RISK_BREACH) * cur_att < MIN_GAIN:
+            return None  # a restart is no defence of an ITL that has not broken: it takes the pod out
         urgent, reason = True, "ITLAtRisk"
-    elif ttft_missed and ttft <= (1.0 - TTFT_FIX) * cur_ttft:
+    elif ttft_missed and ttft <= (1.0 - TTFT_FIX) * cur_ttft and (not ctx.restart or gain > cost):
         urgent, reason = True, "TTFTOverSLO"
     elif att - cur_att >= MIN_GAIN and gain > cost:
         urgent, reason = False, "PredictedGain" if grow <= 1.0 else "RisingLoad"
@@ -290,6 +298,11 @@ def _propose(
     prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow, current)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
     return Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary, cur_att)
+
+
+def _saturates(est: Estimator, split: tuple[int, int], rate: float) -> bool:
+    """The split's prefill share cannot keep up with `rate`: its queue grows without bound."""
+    return est.ttft(split[0], split[1], rate) >= SATURATED_S
 
 
 def _has_margin(run: Run, itl_p99: float) -> bool:

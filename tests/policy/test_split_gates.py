@@ -1,0 +1,90 @@
+"""Restart mode's gates and price (policy.split_gates, and how policy.splits uses them): a restart waits
+until the other pods carry its load at no more than RESTART_UTILIZATION of their capacity, it is priced
+at what those pods lose carrying it, and it is never a defence of an ITL that has not broken."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from semipd.api.durations import to_seconds
+from semipd.perf import contended_shares
+from semipd.policy.context import Run
+from semipd.policy.planner import plan
+from semipd.policy.split_gates import RESTART_UTILIZATION, restart_cost
+from semipd.policy.splits import MEASURED_MARGIN
+from tests.policy.test_planner import CURRENT, H200, POOLS, Estimator, Fit, known, observe, pod, spec
+
+RESTART = {**POOLS, "h200": replace(POOLS["h200"], restart=True, split_cost_s=H200.restart_cost())}
+PREFILL_ONLY = spec(semiPD__minDecodePercent=100)  # no decode canary: these tests are about restarts
+THREE = {"h200": 3, "ascend": 0}
+
+
+def _restart_decisions(others_rate: float) -> dict[str, str]:
+    """p0 misses TTFT at (30, 100); two more pods at `others_rate`: what the restart-mode plan decides."""
+    pods = [pod("p0", 4.5, (30, 100)), *(pod(f"p{i}", others_rate, (30, 100)) for i in (1, 2))]
+    p = plan(PREFILL_ONLY, observe(pods), known(), THREE, RESTART)
+    return {d.action: d.reason for d in p.decisions if d.pod == "p0" and d.action.startswith("Split")}
+
+
+def test_a_restart_waits_until_the_others_carry_its_load_at_half_their_capacity() -> None:
+    est = Estimator(POOLS["h200"].model, Fit())
+    saturation = contended_shares(0.3, 1.0)[0] / est.l100()  # one pod at (30, 100): the queue stops draining
+    # The two others could carry it with the old 10 % capacity margin, but not within RESTART_UTILIZATION.
+    loaded = (2 * saturation * 0.9 - 4.5) / 2 - 0.5
+    assert 4.5 + 2 * loaded > 2 * saturation * RESTART_UTILIZATION
+    assert _restart_decisions(loaded) == {"SplitHeld": "RestartNeedsCapacity"}
+    calm = (2 * saturation * RESTART_UTILIZATION - 4.5) / 2 - 0.2
+    assert calm > 0
+    assert _restart_decisions(calm) == {"SplitChange": "PredictedGain"}
+
+
+def _run(pods: list, restart: bool = True) -> Run:  # type: ignore[type-arg]
+    s = PREFILL_ONLY
+    return Run(
+        spec=s, obs=observe(pods), state=known(), pools=RESTART if restart else POOLS, replicas=dict(THREE),
+        decisions=[], ttft_slo=to_seconds(s.slo.ttft_p99), itl_slo=to_seconds(s.slo.itl_p99), window_s=60.0,
+        interval_s=15.0, fix_expected={}, rates={}, restarted={}, first_seen={},
+    )  # fmt: skip
+
+
+def test_a_restart_is_priced_at_the_ttft_the_other_pods_lose_carrying_its_load() -> None:
+    est = Estimator(POOLS["h200"].model, Fit())
+    costs = []
+    for others in (0.5, 2.0, 3.0):
+        pods = [pod("p0", 2.0, (30, 100)), *(pod(f"p{i}", others, (30, 100)) for i in (1, 2))]
+        costs.append(restart_cost(_run(pods), est, pods[0], 1.0))
+    assert costs[0] < 0.5  # calm others meet TTFT with the extra load too
+    assert costs[0] < costs[1] < costs[2]  # the nearer the knee, the more their requests miss
+    # Projected growth prices the restart at the rate it will meet.
+    pods = [pod("p0", 2.0, (30, 100)), *(pod(f"p{i}", 2.0, (30, 100)) for i in (1, 2))]
+    assert restart_cost(_run(pods), est, pods[0], 1.3) > costs[1]
+    # With no other Ready pod there is nothing to price: the gate holds that restart (RestartNeedsCapacity).
+    assert restart_cost(_run(pods[:1]), est, pods[0], 1.0) == 0.0
+
+
+def test_no_restart_defends_an_itl_that_has_not_broken() -> None:
+    s = spec()
+    near = pod("p0", 10.0, (90, 50), itl_p99=to_seconds(s.slo.itl_p99) * (1.0 - MEASURED_MARGIN / 2))
+    standby = plan(s, observe([near]), known(), CURRENT, POOLS)
+    assert [d.reason for d in standby.decisions if d.action == "SplitChange"] == ["ITLAtRisk"]
+    restarting = plan(s, observe([near, pod("p1", 1.0, (90, 50))]), known(), {"h200": 2, "ascend": 0}, RESTART)
+    assert "ITLAtRisk" not in [d.reason for d in restarting.decisions]
+    assert not [c for c in restarting.splits if c.pod == "p0"]
+
+
+def test_a_restart_to_fix_a_missed_ttft_must_pay_for_itself() -> None:
+    slo = to_seconds(PREFILL_ONLY.slo.ttft_p99)
+
+    def fleet(ttft: float) -> list:  # type: ignore[type-arg]
+        # p0 misses TTFT at a light load (long prompts): a larger prefill share fixes it.
+        return [pod("p0", 0.5, (30, 100), ttft_p99=ttft), pod("p1", 0.5, (30, 100)), pod("p2", 0.5, (30, 100))]
+
+    def changes(ttft: float, pools: dict) -> list[tuple[str | None, str]]:  # type: ignore[type-arg]
+        p = plan(PREFILL_ONLY, observe(fleet(ttft)), known(), THREE, pools)
+        return [(d.pod, d.reason) for d in p.decisions if d.action == "SplitChange"]  # p1, p2: BurstReserve
+
+    assert changes(2.0 * slo, RESTART) == [("p0", "TTFTOverSLO")]
+    # Just over the SLO, the fix gains a percent of p0's requests: not worth draining it for a restart,
+    # while a standby swap (the pod keeps serving) still makes it.
+    assert changes(1.05 * slo, RESTART) == []
+    assert ("p0", "TTFTOverSLO") in changes(1.05 * slo, POOLS)
