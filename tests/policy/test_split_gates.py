@@ -19,11 +19,12 @@ PREFILL_ONLY = spec(semiPD__minDecodePercent=100)  # no decode canary: these tes
 THREE = {"h200": 3, "ascend": 0}
 
 
-def _restart_decisions(others_rate: float) -> dict[str, str]:
-    """p0 misses TTFT at (30, 100); two more pods at `others_rate`: what the restart-mode plan decides."""
+def _restart_decisions(others_rate: float, queued: float = 0.0) -> dict[str, str]:
+    """p0 misses TTFT at (30, 100); two more pods at `others_rate`; `queued` requests wait in the node
+    pool: what the restart-mode plan decides."""
     pods = [pod("p0", 4.5, (30, 100)), *(pod(f"p{i}", others_rate, (30, 100)) for i in (1, 2))]
-    p = plan(PREFILL_ONLY, observe(pods), known(), THREE, RESTART)
-    return {d.action: d.reason for d in p.decisions if d.pod == "p0" and d.action.startswith("Split")}
+    p = plan(PREFILL_ONLY, observe(pods, h200={"queued": queued}), known(), THREE, RESTART)
+    return {d.action: d.reason for d in p.decisions if d.action.startswith("Split") and d.pod in ("p0", None)}
 
 
 def test_a_restart_waits_until_the_others_carry_its_load_at_half_their_capacity() -> None:
@@ -36,6 +37,9 @@ def test_a_restart_waits_until_the_others_carry_its_load_at_half_their_capacity(
     calm = (2 * saturation * RESTART_UTILIZATION - 4.5) / 2 - 0.2
     assert calm > 0
     assert _restart_decisions(calm) == {"SplitChange": "PredictedGain"}
+    # A backlog of more than a second of arrivals: the pool does not keep up now, whatever the model says.
+    assert _restart_decisions(calm, queued=1.0 + 4.5 + 2 * calm) == {"SplitHeld": "RestartNeedsCapacity"}
+    assert _restart_decisions(calm, queued=1.0) == {"SplitChange": "PredictedGain"}
 
 
 def _run(pods: list, restart: bool = True) -> Run:  # type: ignore[type-arg]

@@ -1,7 +1,8 @@
 """The gates a node pool's split proposals pass before they become changes: at most one canary (a move
 below the decode shares measured to meet ITL) per node pool at a time, besides pods whose requests
-already miss TTFT, and in restart mode one pod at a time, only while the others carry its load at no
-more than RESTART_UTILIZATION of their capacity. `restart_cost` prices what a restart costs the others.
+already miss TTFT, and in restart mode one pod at a time, only with no backlog and while the others
+carry its load at no more than RESTART_UTILIZATION of their capacity. `restart_cost` prices what a
+restart costs the others.
 """
 
 from __future__ import annotations
@@ -112,7 +113,16 @@ def restart_gate(run: Run, pool: str, est: Estimator, proposals: list[Proposal])
         run.decide("SplitHeld", "RestartInProgress", "a pod of this node pool is restarting or starting; "
                    "restart-mode split changes go one pod at a time", pool)  # fmt: skip
         return []
-    demand = (pool_obs.request_rate or 0.0) + (pool_obs.queued or 0.0) / max(run.interval_s, 1.0)
+    backlog, rate = pool_obs.queued or 0.0, pool_obs.request_rate or 0.0
+    if backlog > max(1.0, rate):
+        # More than a second of arrivals waits: the pool does not keep up now, whatever the model's
+        # capacity says (on Mooncake 4 req/s its fitted l100 promised 2.5 times the load; a restart at a
+        # 13-request backlog cost 272 requests' TTFT over the next four windows against never moving).
+        run.decide("SplitHeld", "RestartNeedsCapacity",
+                   f"{backlog:.3g} requests wait in this node pool, more than a second of arrivals: a restart "
+                   "would deepen the backlog", pool, queued=fmt(backlog))  # fmt: skip
+        return []
+    demand = rate + backlog / max(run.interval_s, 1.0)
     pods = {p.pod: p for p in run.obs.pods_of(pool) if p.ready}
     caps = {name: pod_capacity(est, p) for name, p in sorted(pods.items())}
     ranked = sorted(proposals, key=_priority)

@@ -8,7 +8,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
   prompt/output mix (in the fit).
 - ITL: a candidate must keep the predicted token-level p99 ITL (contended only while prefill runs)
   under the SLO with a margin, and a pod whose measured p99 ITL is near the SLO never gets a
-  smaller decode share. With no feasible candidate the pod moves to the least predicted ITL.
+  smaller decode share. With no feasible candidate the pod moves to the least predicted ITL among
+  the splits whose predicted TTFT is no worse than today's or the SLO.
 - A pod's p99 ITL over the SLO is a breach only while the node pool's (what the SLO is judged on) is
   within the measured margin too; otherwise the pod is at risk (below).
 - ITL is defended before it breaks: a pod whose measured p99 ITL is within the margin of the SLO,
@@ -30,10 +31,10 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
 - A calm pod with ITL to spare even at a burst takes more prefill share anyway (standby swap only):
   the window's p99 sees a burst a window late (BurstReserve).
 - Restart mode is lossless: at most one pod per node pool restarts at a time, only while every
-  other pod is Ready, and only while the other pods carry the load at no more than half their
-  capacity (split_gates.RESTART_UTILIZATION). A restart's cost counts the TTFT the others lose
-  carrying its load (split_gates.restart_cost), and it must pay for itself even to fix a missed TTFT;
-  an ITL that has not broken is not defended by a restart.
+  other pod is Ready and no backlog waits, and only while the other pods carry the load at no more
+  than half their capacity (split_gates.RESTART_UTILIZATION). A restart's cost counts the TTFT the
+  others lose carrying its load (split_gates.restart_cost), and it must pay for itself even to fix a
+  missed TTFT; an ITL that has not broken is not defended by a restart.
 """
 
 from __future__ import annotations
@@ -225,10 +226,12 @@ def _propose(
         # decode alone), so the choice does not hinge on the fit; the fit prices the gain below.
         best = max(feasible, key=_prefill_rank)
     elif fallback:
-        # Nothing meets ITL: the least predicted ITL (ties: closest) among splits whose prefill keeps up
-        # with the arrivals, if any. One that does not fails every request's TTFT (on Mooncake 4 req/s an
-        # ITL breach took a pod to (20, 100), still predicted over the ITL SLO, and its queue never drained).
-        best = min(fallback, key=lambda t: (_saturates(pinned, t[1], ahead), t[0]))[1]
+        # Nothing meets ITL: the least predicted ITL (ties: closest) among splits no worse for TTFT than
+        # the current one or the SLO, if any. The move cannot meet ITL, so it must not cost every request
+        # its TTFT too (on Mooncake 4 req/s, restart mode, an ITL breach took a pod to (20, 100), still
+        # predicted over the ITL SLO, and its queue never drained: 28.5 % vs 60.6 % never moving).
+        worst = max(cur_ttft, run.ttft_slo)
+        best = min(fallback, key=lambda t: (_ttft(pinned, t[1], ahead) > worst, t[0]))[1]
     else:
         return None
     if best == current or (not (itl_broken or at_risk) and _prefill_rank(best) <= _prefill_rank(current)):
@@ -300,9 +303,8 @@ def _propose(
     return Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary, cur_att)
 
 
-def _saturates(est: Estimator, split: tuple[int, int], rate: float) -> bool:
-    """The split's prefill share cannot keep up with `rate`: its queue grows without bound."""
-    return est.ttft(split[0], split[1], rate) >= SATURATED_S
+def _ttft(est: Estimator, split: tuple[int, int], rate: float) -> float:
+    return est.ttft(split[0], split[1], rate)
 
 
 def _has_margin(run: Run, itl_p99: float) -> bool:
