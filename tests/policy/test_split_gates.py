@@ -87,8 +87,9 @@ def test_a_restart_to_fix_a_missed_ttft_must_pay_for_itself() -> None:
         p = plan(PREFILL_ONLY, observe(fleet(ttft)), known(), THREE, pools)
         return [(d.pod, d.reason) for d in p.decisions if d.action == "SplitChange"]  # p1, p2: BurstReserve
 
-    assert changes(2.0 * slo, RESTART) == [("p0", "TTFTOverSLO")]
-    # Just over the SLO, the fix gains a percent of p0's requests: not worth draining it for a restart,
+    assert changes(3.0 * slo, RESTART) == [("p0", "TTFTOverSLO")]
+    # At twice the SLO or less, the fix gains too few of p0's requests to be worth draining it for a restart,
     # while a standby swap (the pod keeps serving) still makes it.
+    assert changes(2.0 * slo, RESTART) == []
     assert changes(1.05 * slo, RESTART) == []
     assert ("p0", "TTFTOverSLO") in changes(1.05 * slo, POOLS)
