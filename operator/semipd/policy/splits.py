@@ -309,6 +309,7 @@ def _propose(
 
 
 def _ttft(est: Estimator, split: tuple[int, int], rate: float) -> float:
+    """Predicted p99 TTFT at a split (a key for ranking candidates)."""
     return est.ttft(split[0], split[1], rate)
 
 
