@@ -24,6 +24,7 @@ from semipd.sim.engine.probe import StreamResult, stream_completion
 from .helpers import fleet, pool, reqs, run
 
 SPEEDUP = 1.5
+REPLAYS = 3
 REQUEST_WALL_S = 0.025
 """Wall seconds of HTTP, event-loop and process-hop work one request may add. 5 ms held on a quiet
 machine; on a busy shared 2-core one the engine ran 11-36 wall ms behind the simulator per request
@@ -58,12 +59,28 @@ async def test_fleet_instance_matches_a_real_engine_pod(pod_factory: Callable[..
                                  decode_percent=100))  # fmt: skip
     async with aiohttp.ClientSession() as session:  # warm-up: first-connection costs stay out
         assert (await stream_completion(session, pod.engine_url, 16, 2)).ok
-    measured = await replay(pod)
-    assert all(r.ok for r in measured), [r.error for r in measured]
     sim = run(fleet(pool(model=MODEL, prefill_percent=80, decode_percent=100)), reqs(*SCHEDULE))
-    for got, want, (_, _, out) in zip(measured, sim.requests, SCHEDULE, strict=True):
-        slack = (REQUEST_WALL_S + 0.002 * out) * SPEEDUP  # wall overheads in model seconds
-        ttft, e2e = got.ttft * SPEEDUP, got.e2e * SPEEDUP
-        want_e2e = want.finish - want.arrival
-        assert 0.98 * want.ttft <= ttft <= 1.03 * want.ttft + REQUEST_WALL_S * SPEEDUP, (ttft, want.ttft)
-        assert 0.98 * want_e2e <= e2e <= 1.03 * want_e2e + slack, (e2e, want_e2e)
+    want = [(r.ttft, r.finish - r.arrival) for r in sim.requests]
+    # Wall-clock noise only ever adds, while a semantic difference shows in every replay: each request
+    # is judged by its best of up to REPLAYS replays (the first that all pass ends it).
+    best: list[tuple[float, float]] = []
+    for _ in range(REPLAYS):
+        measured = await replay(pod)
+        assert all(r.ok for r in measured), [r.error for r in measured]
+        got = [(r.ttft * SPEEDUP, r.e2e * SPEEDUP) for r in measured]
+        best = [min(a, b) for a, b in zip(best, got, strict=True)] if best else got
+        if not _misses(best, want):
+            break
+    assert not _misses(best, want), _misses(best, want)
+
+
+def _misses(got: list[tuple[float, float]], want: list[tuple[float, float]]) -> list[str]:
+    """The requests whose measured TTFT or end-to-end latency (model s) is off the simulator's."""
+    out = []
+    for (ttft, e2e), (want_ttft, want_e2e), (_, _, tokens) in zip(got, want, SCHEDULE, strict=True):
+        slack = (REQUEST_WALL_S + 0.002 * tokens) * SPEEDUP  # wall overheads in model seconds
+        if not 0.98 * want_ttft <= ttft <= 1.03 * want_ttft + REQUEST_WALL_S * SPEEDUP:
+            out.append(f"TTFT {ttft:.4f} vs {want_ttft:.4f}")
+        if not 0.98 * want_e2e <= e2e <= 1.03 * want_e2e + slack:
+            out.append(f"e2e {e2e:.4f} vs {want_e2e:.4f}")
+    return out
