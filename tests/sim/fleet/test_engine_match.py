@@ -25,11 +25,12 @@ from .helpers import fleet, pool, reqs, run
 
 SPEEDUP = 1.5
 REPLAYS = 3
-REQUEST_WALL_S = 0.025
+REQUEST_WALL_S = 0.05
 """Wall seconds of HTTP, event-loop and process-hop work one request may add. 5 ms held on a quiet
-machine; on a busy shared 2-core one the engine ran 11-36 wall ms behind the simulator per request
-(TTFT 1.077 vs 1.023 model s), while a semantic difference (uncontended prefill under a running
-decode, a missed batch) moves a TTFT by hundreds of ms."""
+machine; on this busy shared 2-core one the engine ran 11-36 wall ms behind the simulator per request
+alone, and a lone 3000-token prompt 43 ms behind in the full suite, best of 3 replays (0.515 vs 0.450
+model s). A semantic difference (uncontended prefill under a running decode, a missed batch) moves a
+TTFT by hundreds of ms."""
 MODEL = LatencyModel.from_names("h200", "qwen3-32b")
 # (arrival model-s, prompt tokens, output tokens): a decode in progress when later prefills run,
 # two prompts queueing behind one batch, and a lone request at the end.
