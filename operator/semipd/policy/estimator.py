@@ -59,7 +59,12 @@ class Sample:
     @property
     def saturated(self) -> bool:
         """More than a second of arrivals is waiting: the TTFT is backlog, not the service curve."""
-        return self.queued is not None and self.queued > max(1.0, self.rate)
+        return self.queued is not None and backlogged(self.queued, self.rate)
+
+
+def backlogged(queued: float, rate: float) -> bool:
+    """More than a second of arrivals (at `rate` per second) waits: the server does not keep up now."""
+    return queued > max(1.0, rate)
 
 
 @dataclass(frozen=True)

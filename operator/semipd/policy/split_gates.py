@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from semipd.perf import contended_shares
-from semipd.policy.context import CAPACITY_MARGIN, Run, fmt, sample_of
-from semipd.policy.estimator import Estimator
+from semipd.policy.context import Run, fmt, sample_of
+from semipd.policy.estimator import Estimator, backlogged
 from semipd.policy.observation import PodObservation
 from semipd.policy.state import Prediction
 
@@ -62,14 +62,14 @@ def _priority(p: Proposal) -> tuple[bool, float, str]:
 
 
 def pod_capacity(est: Estimator, pod: PodObservation) -> float:
-    """Arrivals/s one pod can serve without its prefill queue growing, with the capacity margin: what
-    "the load needs" is judged by. (The SLO capacity is no use here: a p99 TTFT missed at light load
-    from long prompts, not queueing, reads as no capacity at all.)"""
+    """Arrivals/s one pod can serve without its prefill queue growing: what "the load needs" is judged
+    against (RESTART_UTILIZATION of it). (The SLO capacity is no use here: a p99 TTFT missed at light
+    load from long prompts, not queueing, reads as no capacity at all.)"""
     split = (int(pod.prefill_percent or 0), int(pod.decode_percent or 0))
     if split[0] <= 0 or split[1] <= 0:
         return 0.0
     share = contended_shares(split[0] / 100.0, split[1] / 100.0)[0]
-    return share / est.l100() * (1.0 - CAPACITY_MARGIN)
+    return share / est.l100()
 
 
 def canary_gate(run: Run, pool: str, proposals: list[Proposal], retry: Callable[[PodObservation], Proposal | None]
@@ -114,7 +114,7 @@ def restart_gate(run: Run, pool: str, est: Estimator, proposals: list[Proposal])
                    "restart-mode split changes go one pod at a time", pool)  # fmt: skip
         return []
     backlog, rate = pool_obs.queued or 0.0, pool_obs.request_rate or 0.0
-    if backlog > max(1.0, rate):
+    if backlogged(backlog, rate):
         # More than a second of arrivals waits: the pool does not keep up now, whatever the model's
         # capacity says (on Mooncake 4 req/s its fitted l100 promised 2.5 times the load; a restart at a
         # 13-request backlog cost 272 requests' TTFT over the next four windows against never moving).
@@ -140,8 +140,8 @@ def restart_gate(run: Run, pool: str, est: Estimator, proposals: list[Proposal])
 
 
 def _carries(capacity: float, demand: float) -> bool:
-    """The other pods' capacity (with the capacity margin) carries `demand` within RESTART_UTILIZATION."""
-    return demand <= capacity / (1.0 - CAPACITY_MARGIN) * RESTART_UTILIZATION
+    """The other pods' capacity carries `demand` within RESTART_UTILIZATION."""
+    return demand <= capacity * RESTART_UTILIZATION
 
 
 def restart_cost(run: Run, est: Estimator, pod: PodObservation, rate_factor: float) -> float:
