@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from semipd.perf import LatencyModel
-from semipd.policy.estimator import Estimator, Fit, Sample, refit
+from semipd.perf import LatencyModel, contended_shares
+from semipd.policy.estimator import BURST_UTILIZATION, Estimator, Fit, Sample, refit
 
 MODEL = LatencyModel.from_names("h200", "qwen3-32b")
 
@@ -41,3 +41,16 @@ def test_samples_near_saturation_move_l100_off_the_prior(truth: float) -> None:
     rates = [(2 / 3) / l100 * u for u in (0.2, 0.4, 0.6, 0.75, 0.85, 0.9)]
     fitted = refit(MODEL, Fit(samples=_samples(truth, rates, noise=0.02)))
     assert fitted.l100_scale == pytest.approx(truth, rel=0.2)
+
+
+def test_a_loose_ttft_slo_caps_capacity_below_saturation_and_a_tight_one_binds_first() -> None:
+    est = Estimator(MODEL, Fit(a1=0.3))
+    share = contended_shares(1.0, 0.5)[0]
+    saturation = share / est.l100()
+    # A 30 s TTFT SLO would let the pod run at ~98 % of saturation: a burst would then saturate it.
+    loose = est.capacity([(100, 50)], 30.0, 10.0, 0.1)
+    assert loose == pytest.approx(BURST_UTILIZATION * saturation)
+    # A tight TTFT SLO is the limit, below the cap, and unchanged by it.
+    tight = est.capacity([(100, 50)], 0.6, 10.0, 0.1)
+    assert tight == pytest.approx((share - 0.3 / 0.54) / est.l100())
+    assert tight < BURST_UTILIZATION * saturation
