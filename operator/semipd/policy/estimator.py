@@ -147,6 +147,10 @@ class Estimator:
             batch = max(1.0, rate * self.fit.output_tokens * self._step(batch, decode_share))
         return batch
 
+    def saturation_rate(self, prefill_pct: int, decode_pct: int) -> float:
+        """Per-replica arrivals/s at which the prefill queue stops draining at a split."""
+        return contended_shares(prefill_pct / 100.0, decode_pct / 100.0)[0] / self.l100()
+
     def prefill_busy(self, prefill_pct: int, decode_pct: int, rate: float) -> float:
         """Fraction of time a prefill batch runs (0-1) at a split and per-replica arrival rate."""
         x, _ = contended_shares(prefill_pct / 100.0, decode_pct / 100.0)
@@ -227,7 +231,9 @@ class Estimator:
         limits = []
         for x, y in candidates:
             share = contended_shares(x / 100.0, y / 100.0)[0]
-            limits.append((min(share - self.a1() / ttft_cap, BURST_UTILIZATION * share) / l100, (x, y)))
+            limits.append(
+                (min((share - self.a1() / ttft_cap) / l100, BURST_UTILIZATION * self.saturation_rate(x, y)), (x, y))
+            )
         limits.sort(key=lambda item: -item[0])
         best = 0.0
         for r_ttft, c in limits:

@@ -11,7 +11,6 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from semipd.perf import contended_shares
 from semipd.policy.context import Run, fmt, sample_of
 from semipd.policy.estimator import Estimator, backlogged
 from semipd.policy.observation import PodObservation
@@ -66,10 +65,7 @@ def pod_capacity(est: Estimator, pod: PodObservation) -> float:
     against (RESTART_UTILIZATION of it). (The SLO capacity is no use here: a p99 TTFT missed at light
     load from long prompts, not queueing, reads as no capacity at all.)"""
     split = (int(pod.prefill_percent or 0), int(pod.decode_percent or 0))
-    if split[0] <= 0 or split[1] <= 0:
-        return 0.0
-    share = contended_shares(split[0] / 100.0, split[1] / 100.0)[0]
-    return share / est.l100()
+    return est.saturation_rate(*split) if split[0] > 0 and split[1] > 0 else 0.0
 
 
 def canary_gate(run: Run, pool: str, proposals: list[Proposal], retry: Callable[[PodObservation], Proposal | None]
