@@ -138,12 +138,16 @@ def trace_for(run: Run) -> list[Any]:
     return reqs if run.trace in common.SYNTHESISED else [r for r in reqs if r.arrival_s < DURATION_S]
 
 
-def run_one(run: Run) -> list[dict[str, Any]]:
+def simulate(run: Run) -> tuple[common.RunResult, list[float], list[common.SimRequest]]:
+    """One run in its world: the result, each window's p99 ITL and the requests."""
     reqs = trace_for(run)
-    prefix = any(r.hash_ids for r in reqs)
-    setup, controller = build(run, prefix)
+    setup, controller = build(run, any(r.hash_ids for r in reqs))
     world = ContentionModel(WORLD.prefill_k, WORLD.decode_k, run.eps)
-    result, p99s, requests = common.judged(setup, reqs, controller, run.policy, Truth(*run.truth, world))
+    return common.judged(setup, reqs, controller, run.policy, Truth(*run.truth, world))
+
+
+def run_one(run: Run) -> list[dict[str, Any]]:
+    result, p99s, requests = simulate(run)
     ttft = common.ttft_slo(run.trace)
     rows = []
     for scale in ("tight", "paper") if run.scale == "both" else (run.scale,):

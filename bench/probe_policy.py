@@ -117,10 +117,8 @@ def _single(args: argparse.Namespace) -> None:
     import bench_fleet_common as common
 
     for policy in args.policies or ["ours"]:
-        run = fa.Run(args.trace, policy, args.rate, args.scale)
-        reqs = fa.trace_for(run)
-        setup, ctl = fa.build(run, any(r.hash_ids for r in reqs))
-        res, p99s, requests = common.judged(setup, reqs, ctl, policy)
+        truth = (args.truth[0], args.truth[1])
+        res, p99s, requests = fa.simulate(fa.Run(args.trace, policy, args.rate, args.scale, eps=args.eps, truth=truth))
         score = common.scored(requests, p99s, common.ttft_slo(args.trace), fa.itl_slo(args.scale))
         if args.cmd == "windows":
             met = " ".join(f"{w[1]}/{w[0]}" for w in score.windows)
@@ -191,6 +189,8 @@ def main() -> int:
         one.add_argument("policies", nargs="*", help="fair-judge policy names (windows; default ours)")
         one.add_argument("--grep", default="", help="only decision lines containing this")
         one.add_argument("--width", type=int, default=400)
+        one.add_argument("--truth", type=float, nargs=2, default=(1.0, 1.0), help="prefill, decode time x")
+        one.add_argument("--eps", type=float, default=0.2, help="interference")
     for p in (sets, day):
         p.add_argument("--rev", help="also run at this git revision, side by side")
         p.add_argument("--jobs", type=int, default=2)
