@@ -126,16 +126,16 @@ MIX_SHIFT_S = 600.0
 SYNTHESISED = ("mix-shift",)
 
 
-def workload(trace: str, rate: float | None) -> list[TraceRequest]:
+def workload(trace: str, rate: float | None, seed: int = SEED) -> list[TraceRequest]:
     if trace == "mix-shift":
         chat = prepare("azure-conv", context_length=CONTEXT)
         docs = prepare("mooncake", context_length=CONTEXT)
-        return mix_shift(chat, docs, MIX_SHIFT_S, rate or 4.0, (0.05, 0.5), seed=SEED)
+        return mix_shift(chat, docs, MIX_SHIFT_S, rate or 4.0, (0.05, 0.5), seed=seed)
     return prepare(trace, context_length=CONTEXT, rate=rate, max_requests=MAX_REQUESTS.get(trace))
 
 
-def base_setup(s: InferencePoolSpec, prefix: bool, replicas: int | None = None) -> FleetSetup:
-    setup = fleet_from_spec(s, replicas={"h200": replicas} if replicas is not None else None, seed=SEED)
+def base_setup(s: InferencePoolSpec, prefix: bool, replicas: int | None = None, seed: int = SEED) -> FleetSetup:
+    setup = fleet_from_spec(s, replicas={"h200": replicas} if replicas is not None else None, seed=seed)
     kind = RouterKind.PREFIX_AWARE if prefix else RouterKind.LEAST_OUTSTANDING
     return replace(setup, prefix_cache=prefix, router=RouterConfig(kind=kind))
 

@@ -118,7 +118,8 @@ def _single(args: argparse.Namespace) -> None:
 
     for policy in args.policies or ["ours"]:
         truth = (args.truth[0], args.truth[1])
-        res, p99s, requests = fa.simulate(fa.Run(args.trace, policy, args.rate, args.scale, eps=args.eps, truth=truth))
+        run = fa.Run(args.trace, policy, args.rate, args.scale, eps=args.eps, truth=truth, seed=args.seed)
+        res, p99s, requests = fa.simulate(run)
         score = common.scored(requests, p99s, common.ttft_slo(args.trace), fa.itl_slo(args.scale))
         if args.cmd == "windows":
             met = " ".join(f"{w[1]}/{w[0]}" for w in score.windows)
@@ -191,6 +192,7 @@ def main() -> int:
         one.add_argument("--width", type=int, default=400)
         one.add_argument("--truth", type=float, nargs=2, default=(1.0, 1.0), help="prefill, decode time x")
         one.add_argument("--eps", type=float, default=0.2, help="interference")
+        one.add_argument("--seed", type=int, default=0, help="mix-shift trace draw and router ties")
     for p in (sets, day):
         p.add_argument("--rev", help="also run at this git revision, side by side")
         p.add_argument("--jobs", type=int, default=2)
