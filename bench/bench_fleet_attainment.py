@@ -17,12 +17,14 @@ import itertools
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import bench_fleet_common as common
 
+from semipd.engines.sglang import ITL_BUCKETS as SGLANG_ITL_BUCKETS
+from semipd.engines.vllm import ITL_BUCKETS as VLLM_ITL_BUCKETS
 from semipd.perf import ContentionModel
 from semipd.sim.fleet.baselines import disaggregated, static
 from semipd.sim.fleet.baselines.dynamo_planner import DynamoPlannerController, DynamoProfile
@@ -71,6 +73,18 @@ SENS_TRACE = "azure-conv"
 MISMATCH_TRACES = ("azure-conv", "mix-shift")
 """The perturbed truth (prefill, decode time x 1.3 / 0.7) runs on conv and on the mix-shift trace, the one
 whose request mix moves under the controller (issue: ours >= the best static split on both)."""
+ITL_LAYOUTS = {
+    "sglang": SGLANG_ITL_BUCKETS,
+    "vllm": VLLM_ITL_BUCKETS,
+    "fine": tuple(
+        sorted({*SGLANG_ITL_BUCKETS, *(k / 1000 for k in range(40, 61, 2)), *(k / 1000 for k in range(100, 151, 10))})
+    ),
+}
+"""ITL bucket edges an engine may export: SGLang's (every run but the layout rows: 40, 50, 75 ms), vLLM's
+and MindIE's (25, 50, 75 ms) and SGLang's with 2 ms edges from 40 to 60 ms and 10 ms from 100 to 150 ms
+(vLLM's --custom-histogram-buckets could export such). The p99 a controller reads is interpolated inside
+a bucket; statics do not read it."""
+LAYOUT_TRACES = ("azure-conv", "mix-shift")
 SEEDS = (1, 2, 3, 4)
 """Other draws of the mix-shift trace (its synthesis is seeded; the real traces are not, and the router's
 ties hardly move them): the headline's mix-shift numbers are one draw (seed 0)."""
@@ -101,6 +115,8 @@ class Run:
     day: bool = False
     seed: int = common.SEED
     """Of the mix-shift trace's synthesis and of the router's ties (SEEDS)."""
+    itl_buckets: str = "sglang"
+    """The engine's ITL histogram bucket layout the controller reads (ITL_LAYOUTS)."""
 
 
 def build(run: Run, prefix: bool) -> tuple[FleetSetup, Controller]:
@@ -114,6 +130,10 @@ def build(run: Run, prefix: bool) -> tuple[FleetSetup, Controller]:
     engine = "sim-semipd" if name == "ours-restart" else "sim"  # restart mode: Semi-PD main's switches
     s = common.spec(tr, itl=itl_s, lo=lo, hi=common.BUDGET, prefill=start[0], decode=start[1], engine=engine)
     base = common.base_setup(s, prefix, replicas=2 if lo == 1 else None, seed=run.seed)
+    if run.itl_buckets != "sglang":
+        bounds = ITL_LAYOUTS[run.itl_buckets]
+        pools = tuple(replace(p, metrics=replace(p.metrics, itl_buckets=bounds)) for p in base.pools)
+        base = replace(base, pools=pools)
     if name in ("ours", "ours-start-80-100", "ours-restart"):
         return base, PolicyController(s, name)
     if name == "semipd-paper":
@@ -171,6 +191,7 @@ def run_one(run: Run) -> list[dict[str, Any]]:
                 "truth": list(run.truth),
                 "day": run.day,
                 "seed": run.seed,
+                "itl_buckets": run.itl_buckets,
                 "slo": sc.slo_attainment,
                 "paper": paper,
                 "itl_windows_met": sc.itl_windows_met,
@@ -208,6 +229,10 @@ def tasks(quick: bool) -> list[Run]:
                     for p in (*semi[1:], "vllm-chunked", *(f"disagg-{p}p{d}d" for p, d in DISAGG))
                 ]
                 out += [Run(tr, "ours", r, scale, truth=truth) for scale in ("tight", "paper")]
+    for layout in ITL_LAYOUTS:
+        for tr in LAYOUT_TRACES if layout != "sglang" else ():
+            for r in RATES[tr][1::2] if quick else RATES[tr]:
+                out += [Run(tr, "ours", r, scale, itl_buckets=layout) for scale in ("tight", "paper")]
     for seed in SEEDS:
         for r in SEED_RATES:
             out += [Run("mix-shift", p, r, seed=seed) for p in SEED_STATICS]
@@ -353,7 +378,35 @@ def seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> list
     return out
 
 
+def layout_table(rows: list[dict[str, Any]], layouts: list[dict[str, Any]]) -> list[str]:
+    """Ours' max rate per ITL bucket layout on LAYOUT_TRACES, beside the best static split."""
+    out = [
+        "## Sensitivity to the engine's ITL histogram buckets (max rate at >= 90 %, product SLO)",
+        "",
+        "The controller reads each pod's p99 ITL interpolated inside the engine's bucket (ITL_LAYOUTS);"
+        " static splits read nothing, so only ours is re-run. SGLang's buckets are every other table's.",
+        "",
+        "| buckets | " + " | ".join(f"{tr} tight / paper" for tr in LAYOUT_TRACES) + " |",
+        "|---|" + "---|" * len(LAYOUT_TRACES),
+    ]
+    for layout in ITL_LAYOUTS:
+        pool = rows if layout == "sglang" else [r for r in layouts if r["itl_buckets"] == layout]
+        cells = []
+        for tr in LAYOUT_TRACES:
+            rates = [headline(pool, tr, scale).get("ours", ("-", float("nan"), False)) for scale in ("tight", "paper")]
+            cells.append(" / ".join(fmt(r[1], r[2]) for r in rates))
+        out.append(f"| {layout} ({', '.join(f'{b * 1000:g}' for b in ITL_LAYOUTS[layout] if 0.02 <= b <= 0.16)} ms) | "
+                   + " | ".join(cells) + " |")  # fmt: skip
+    best = [headline(rows, tr, scale)["static (best split)"] for tr in LAYOUT_TRACES for scale in ("tight", "paper")]
+    out.append("| best static split (any buckets) | "
+               + " | ".join(f"{fmt(best[2 * i][1], best[2 * i][2])} / {fmt(best[2 * i + 1][1], best[2 * i + 1][2])}"
+                            for i in range(len(LAYOUT_TRACES))) + " |")  # fmt: skip
+    return [*out, ""]
+
+
 def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, dict[str, Any]]:
+    layouts = [r for r in rows if r.get("itl_buckets", "sglang") != "sglang"]
+    rows = [r for r in rows if r.get("itl_buckets", "sglang") == "sglang"]
     seeded = [r for r in rows if r.get("seed", common.SEED) != common.SEED]
     rows = [r for r in rows if r.get("seed", common.SEED) == common.SEED]
     rows = rows + oracle_rows(rows)
@@ -510,17 +563,17 @@ def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, d
         ok = "yes" if r["slo"] >= 0.99 else "no"
         L.append(f"| {r['policy']} | {r['slo']:.1%} | {r['paper']:.1%} | {r['accelerator_hours']:.2f} | {ok} |")
         summary["day"].append({k: r[k] for k in ("policy", "slo", "paper", "accelerator_hours")})
-    L += ["", *seed_table(rows, seeded)]
+    L += ["", *seed_table(rows, seeded), *layout_table(rows, layouts)]
     L += ["## Requests not served, every run (tight-scale rows; reason: count)", ""]
     lost_by: dict[str, dict[str, int]] = {}
-    for r in rows + seeded:
+    for r in rows + seeded + layouts:
         if r.get("scale") == "tight" and "lost" in r:
             into = lost_by.setdefault(r["policy"], {})
             for k, v in r["lost"].items():
                 into[k] = into.get(k, 0) + v
     L += [f"- {p}: " + (", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none")
           for p, d in sorted(lost_by.items(), key=lambda kv: (not kv[0].startswith("ours"), kv[0]))]  # fmt: skip
-    scored = len([r for r in rows + seeded if r["policy"] != "oracle"])
+    scored = len([r for r in rows + seeded + layouts if r["policy"] != "oracle"])
     L += ["", f"Wall time {wall:.0f} s for {scored} scored rows.", ""]
     return "\n".join(L), summary
 
