@@ -404,11 +404,16 @@ def layout_table(rows: list[dict[str, Any]], layouts: list[dict[str, Any]]) -> l
     return [*out, ""]
 
 
+def headline_draw(row: dict[str, Any]) -> bool:
+    """The row belongs to the headline's draw: seed SEED and SGLang's ITL buckets (every table but the
+    seed and bucket-layout ones, the oracle and the plot)."""
+    return row.get("seed", common.SEED) == common.SEED and row.get("itl_buckets", "sglang") == "sglang"
+
+
 def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, dict[str, Any]]:
     layouts = [r for r in rows if r.get("itl_buckets", "sglang") != "sglang"]
-    rows = [r for r in rows if r.get("itl_buckets", "sglang") == "sglang"]
     seeded = [r for r in rows if r.get("seed", common.SEED) != common.SEED]
-    rows = [r for r in rows if r.get("seed", common.SEED) == common.SEED]
+    rows = [r for r in rows if headline_draw(r)]
     rows = rows + oracle_rows(rows)
     lm = common.latency_model()
     L = [
@@ -584,6 +589,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if headline_draw(r)]
     rows = rows + oracle_rows(rows)
     fig, axes = plt.subplots(2, len(TRACES), figsize=(4.6 * len(TRACES), 7.5), squeeze=False)
     for i, scale in enumerate(("tight", "paper")):
