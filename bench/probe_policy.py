@@ -4,7 +4,7 @@ The committed benches take 7-30 minutes; tuning the split controller needs answe
 few minutes, and needs them for two revisions at once. Each command runs at the working tree and,
 with `--rev REV`, also at git revision REV (a temporary worktree), and prints both side by side.
 
-    probe_policy.py sets [std pert eps]         fixed-budget runs (8 GPUs): product SLO per run, sum
+    probe_policy.py sets [std pert eps] [--buckets vllm]   fixed-budget runs (8 GPUs): SLO per run, sum
     probe_policy.py day [--ttft 2,3]            azure-conv day sweep (peaks 11-16): the day criterion
                                                 against replica-only refs in results/fleet_cost.json
     probe_policy.py windows TRACE RATE SCALE [POLICY ...]   requests met / arrived per 60 s window
@@ -24,6 +24,7 @@ import multiprocessing
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +58,13 @@ def _import_tree(tree: Path) -> None:
     sys.path[:0] = [str(tree / "bench"), str(tree / "operator")]
 
 
-def _set_run(case: tuple[str, float, tuple[float, float], float]) -> list[tuple[str, float]]:
+def _set_run(case: tuple[str, float, tuple[float, float], float], buckets: str = "sglang") -> list[tuple[str, float]]:
     import bench_fleet_attainment as fa
 
     trace, rate, truth, eps = case
     out = []
     for scale in ("tight", "paper"):
-        row = fa.run_one(fa.Run(trace, "ours", rate, scale, eps=eps, truth=truth))[0]
+        row = fa.run_one(fa.Run(trace, "ours", rate, scale, eps=eps, truth=truth, itl_buckets=buckets))[0]
         out.append((f"{trace} {rate:g} {scale} x{truth[0]:g}/{truth[1]:g} eps {eps:g}", float(row["slo"])))
     return out
 
@@ -104,7 +105,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     with pool:
         if args.cmd == "sets":
             cases = [c for s in args.sets for c in SETS[s]]
-            return {"runs": [x for out in pool.map(_set_run, cases, chunksize=1) for x in out]}
+            run = partial(_set_run, buckets=args.buckets)
+            return {"runs": [x for out in pool.map(run, cases, chunksize=1) for x in out]}
         if args.cmd == "day":
             cases = [(p, float(t)) for t in args.ttft.split(",") for p in DAY_PEAKS]
             return {"runs": [[k, s, h] for k, s, h in pool.map(_day_run, cases, chunksize=1)]}
@@ -118,7 +120,8 @@ def _single(args: argparse.Namespace) -> None:
 
     for policy in args.policies or ["ours"]:
         truth = (args.truth[0], args.truth[1])
-        run = fa.Run(args.trace, policy, args.rate, args.scale, eps=args.eps, truth=truth, seed=args.seed)
+        run = fa.Run(args.trace, policy, args.rate, args.scale, eps=args.eps, truth=truth, seed=args.seed,
+                     itl_buckets=args.buckets)  # fmt: skip
         res, p99s, requests = fa.simulate(run)
         score = common.scored(requests, p99s, common.ttft_slo(args.trace), fa.itl_slo(args.scale))
         if args.cmd == "windows":
@@ -180,6 +183,7 @@ def main() -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sets = sub.add_parser("sets")
     sets.add_argument("sets", nargs="*", choices=sorted(SETS), default=["std"])
+    sets.add_argument("--buckets", default="sglang", help="the engine's ITL bucket layout (fair judge ITL_LAYOUTS)")
     day = sub.add_parser("day")
     day.add_argument("--ttft", default="1,1.5,2,3", help="TTFT SLOs (s), comma-separated")
     for name in ("windows", "decisions"):
@@ -193,6 +197,7 @@ def main() -> int:
         one.add_argument("--truth", type=float, nargs=2, default=(1.0, 1.0), help="prefill, decode time x")
         one.add_argument("--eps", type=float, default=0.2, help="interference")
         one.add_argument("--seed", type=int, default=0, help="mix-shift trace draw and router ties")
+        one.add_argument("--buckets", default="sglang", help="the engine's ITL bucket layout (fair judge ITL_LAYOUTS)")
     for p in (sets, day):
         p.add_argument("--rev", help="also run at this git revision, side by side")
         p.add_argument("--jobs", type=int, default=2)
