@@ -364,12 +364,9 @@ def seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> list
         out += ["|---|---|" + "---|" * (len(seeds) + 1)]
         for r in SEED_RATES:
             for p in ("ours", *SEED_STATICS):
-                vals = []
-                for s in seeds:
-                    pool = rows if s == common.SEED else seeded
-                    same = select(pool, trace="mix-shift", policy=p, rate=r, scale=scale, eps=WORLD.interference)
-                    hit = [x for x in same if x["truth"] == [1.0, 1.0] and not x["day"] and x.get("seed", 0) == s]
-                    vals.append(hit[0]["slo"] if hit else None)
+                same = select(rows + seeded, trace="mix-shift", policy=p, rate=r, scale=scale, eps=WORLD.interference)
+                by_seed = {x.get("seed", common.SEED): x["slo"] for x in same if x["truth"] == [1, 1] and not x["day"]}
+                vals = [by_seed.get(s) for s in seeds]
                 known = sorted(v for v in vals if v is not None)
                 med = f"{known[len(known) // 2]:.1%}" if known else "-"
                 cells = " | ".join("-" if v is None else f"{v:.1%}" for v in vals)

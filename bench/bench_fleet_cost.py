@@ -32,6 +32,10 @@ from semipd.traces import TraceRequest, day_shape, prepare
 RESULTS = Path(__file__).resolve().parent / "results"
 TRACE = "azure-conv"
 TARGET = 0.99
+DAY_S = 7200.0
+PEAK = 14.0
+"""The headline day's peak req/s (its results are stored under `ttft_<s>s`, the sweep's under
+`peak_<p>_ttft_<s>s`)."""
 STATIC_SPLITS = ((80, 100), (100, 50), (100, 40))
 
 
@@ -209,8 +213,8 @@ def peak_sensitivity(day_s: float, peak: float, dump: dict[str, Any]) -> list[st
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--day-s", type=float, default=7200.0)
-    ap.add_argument("--peak", type=float, default=14.0)
+    ap.add_argument("--day-s", type=float, default=DAY_S)
+    ap.add_argument("--peak", type=float, default=PEAK)
     ap.add_argument("--out", default=str(RESULTS / "fleet_cost"))
     args = ap.parse_args()
     names = list(common.autoscaled_policies(TRACE))

@@ -49,8 +49,6 @@ SETS: dict[str, list[tuple[str, float, tuple[float, float], float]]] = {
     ],
     "eps": [("azure-conv", r, (1.0, 1.0), e) for e in (0.0, 0.5) for r in (20.0, 24.0)],
 }
-DAY_PEAKS = (11.0, 12.0, 13.0, 14.0, 15.0, 16.0)
-DAY_TARGET = 0.99
 
 
 def _import_tree(tree: Path) -> None:
@@ -74,28 +72,23 @@ def _day_run(case: tuple[float, float]) -> tuple[str, float, float]:
     import bench_fleet_cost as cost
 
     peak, ttft = case
-    common.TTFT_OVERRIDE["azure-conv"] = ttft
-    setup, ctl = common.autoscaled_policies("azure-conv")["ours (semipd)"]("azure-conv", False)
-    res, p99s, requests = common.judged(setup, cost.day(7200.0, peak), ctl, "ours")
-    slo = common.scored(requests, p99s, ttft, common.ITL_SLO_S).slo_attainment
-    return f"peak {peak:g} ttft {ttft:g}", slo, res.accelerator_hours
+    common.TTFT_OVERRIDE[cost.TRACE] = ttft
+    row = cost.run_policy("ours (semipd)", cost.DAY_S, peak)
+    return f"peak {peak:g} ttft {ttft:g}", row["slo"], row["accelerator_hours"]
 
 
 def day_references(path: Path) -> dict[str, float]:
     """Per day-sweep case, the GPU-hours of the cheapest replica-only fixed split meeting 99 % (the
-    criterion's bar) from a committed fleet_cost.json."""
-    data = json.loads(path.read_text())
+    criterion's bar, bench_fleet_cost.cheapest_fixed) from a committed fleet_cost.json."""
+    import bench_fleet_cost as cost
+
     refs = {}
-    for key, rows in data.items():
-        name = key if key.startswith("peak_") else f"peak_14_{key}"
+    for key, rows in json.loads(path.read_text()).items():
+        name = key if key.startswith("peak_") else f"peak_{cost.PEAK:g}_{key}"
         peak, ttft = name.removeprefix("peak_").split("_ttft_")
-        hours = [
-            r["accelerator_hours"]
-            for r in rows
-            if r["name"].startswith("ours (replicas only") and r["slo_attainment"] >= DAY_TARGET
-        ]
-        if hours:
-            refs[f"peak {float(peak):g} ttft {float(ttft.removesuffix('s')):g}"] = min(hours)
+        ref = cost.cheapest_fixed(rows)
+        if ref is not None:
+            refs[f"peak {float(peak):g} ttft {float(ttft.removesuffix('s')):g}"] = ref["accelerator_hours"]
     return refs
 
 
@@ -108,7 +101,9 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
             run = partial(_set_run, buckets=args.buckets)
             return {"runs": [x for out in pool.map(run, cases, chunksize=1) for x in out]}
         if args.cmd == "day":
-            cases = [(p, float(t)) for t in args.ttft.split(",") for p in DAY_PEAKS]
+            import bench_fleet_cost as cost
+
+            cases = [(p, float(t)) for t in args.ttft.split(",") for p in cost.SENSITIVITY_PEAKS]
             return {"runs": [[k, s, h] for k, s, h in pool.map(_day_run, cases, chunksize=1)]}
     return {}
 
@@ -155,19 +150,21 @@ def _at_revision(rev: str, argv: list[str]) -> dict[str, Any]:
 
 
 def report(args: argparse.Namespace, here: dict[str, Any], there: dict[str, Any] | None) -> None:
+    import bench_fleet_cost as cost
+
     rev = {k: v for k, *v in there["runs"]} if there else {}
     refs = day_references(BENCH / "results" / "fleet_cost.json") if args.cmd == "day" else {}
     met = [0, 0]
     for key, slo, *rest in here["runs"]:
         line = f"{key:42s} {slo:.4f}"
         if args.cmd == "day":
-            ok = slo >= DAY_TARGET and rest[0] <= refs.get(key, float("inf"))
+            ok = slo >= cost.TARGET and rest[0] <= refs.get(key, float("inf"))
             met[0] += ok
             line += f" {rest[0]:6.2f} GPU-h (ref {refs.get(key, float('nan')):.2f}) {'OK' if ok else 'no'}"
         if key in rev:
             line += f"   {args.rev}: {rev[key][0]:.4f} ({slo - rev[key][0]:+.4f})"
             if args.cmd == "day":
-                ok = rev[key][0] >= DAY_TARGET and rev[key][1] <= refs.get(key, float("inf"))
+                ok = rev[key][0] >= cost.TARGET and rev[key][1] <= refs.get(key, float("inf"))
                 met[1] += ok
                 line += f" {rev[key][1]:6.2f} GPU-h {'OK' if ok else 'no'}"
         print(line)

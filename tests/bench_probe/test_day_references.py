@@ -13,7 +13,8 @@ from probe_policy import day_references
 
 
 def _row(name: str, slo: float, hours: float) -> dict[str, object]:
-    return {"name": name, "slo_attainment": slo, "accelerator_hours": hours}
+    """A row as bench_fleet_cost stores it (run summary plus `policy` and `slo`)."""
+    return {"name": name, "policy": name, "slo_attainment": slo, "slo": slo, "accelerator_hours": hours}
 
 
 def test_cheapest_replica_only_split_meeting_the_target(tmp_path: Path) -> None:
