@@ -66,15 +66,19 @@ def _set_run(
     trace, rate, truth, eps = case
     out = []
     for scale in ("tight", "paper"):
-        best = ("", float("nan"))
-        for policy in ("ours", *(f"static-{x}-{y}" for x, y in fa.STATIC_SPLITS if static)):
-            row = fa.run_one(fa.Run(trace, policy, rate, scale, eps=eps, truth=truth, itl_buckets=buckets))[0]
-            if policy == "ours":
-                ours = float(row["slo"])
-            elif not float(row["slo"]) <= best[1]:
-                best = (policy, float(row["slo"]))
-        out.append((f"{trace} {rate:g} {scale} x{truth[0]:g}/{truth[1]:g} eps {eps:g}", ours, *best))
+        runs = [fa.Run(trace, policy, rate, scale, eps=eps, truth=truth, itl_buckets=buckets)
+                for policy in ("ours", *(f"static-{x}-{y}" for x, y in fa.STATIC_SPLITS if static))]  # fmt: skip
+        scores = {run.policy: float(fa.run_one(run)[0]["slo"]) for run in runs}
+        key = f"{trace} {rate:g} {scale} x{truth[0]:g}/{truth[1]:g} eps {eps:g}"
+        out.append((key, scores["ours"], *best_static(scores)))
     return out
+
+
+def best_static(scores: dict[str, float]) -> tuple[str, float]:
+    """The static split with the highest SLO attainment among `scores` (policy -> SLO), first on ties;
+    ("", nan) when none ran."""
+    statics = [(p, s) for p, s in scores.items() if p.startswith("static-")]
+    return max(statics, key=lambda t: t[1]) if statics else ("", float("nan"))
 
 
 def _day_run(case: tuple[float, float]) -> tuple[str, float, float]:

@@ -9,8 +9,7 @@ others from repeating it. Decode comes down one grid step at a time below what w
 work (the fair judge's world has a cliff between decode 40 % and 30 % that the prior does not
 see), one pod per node pool at a time (a canary; the others follow once its window met ITL);
 everything else still jumps. Readings expire, because the request mix moves (long documents contend more
-than chat at the same request rate), and a clean reading is dropped as soon as a later window ran tight
-or broke with at least as much decode share.
+than chat at the same request rate).
 """
 
 from __future__ import annotations
@@ -138,10 +137,7 @@ def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tupl
     """The readings as seen by a pod now at `current` serving `measured_rate` per-pod arrivals/s;
     `roomy`: its own p99 ITL is at most ROOMY_ITL of the SLO."""
     pool = tuple(readings)
-    # A clean reading is stale once a later window ran ITL tight or broke it with at least as much decode
-    # share: the mix moved under it (readings are not scoped by mix).
-    met = [r for r in pool if r.clean and CLEAN_RATE_REACH * r.rate >= measured_rate - EPS
-           and not any(not b.clean and b.time > r.time and b.share >= r.share - EPS for b in pool)]  # fmt: skip
+    met = [r for r in pool if r.clean and CLEAN_RATE_REACH * r.rate >= measured_rate - EPS]
     refused = tuple((r.share, r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in pool if not r.clean)
     return Verdicts(min([current[1], *(r.decode_percent for r in met)]), refused, step * (2 if roomy else 1),
                     min([1.0, *(r.share for r in met)]))  # fmt: skip
