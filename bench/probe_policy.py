@@ -12,7 +12,7 @@ with `--rev REV`, also at git revision REV (a temporary worktree), and prints bo
     probe_policy.py decisions TRACE RATE SCALE [--grep PAT] ours' decision log (not per-pod SetSplit)
 
 Sets (each run at the tight and paper ITL): std = the 4 traces at rates around ours' 90 % point (18
-runs); pert = prefill/decode time x1.3/x0.7 both ways on azure-conv and mix-shift (16); eps =
+runs); pert = prefill/decode time x1.3/x0.7 both ways on azure-conv and mix-shift (20); eps =
 interference 0 and 0.5 on azure-conv (8). Simulations only; nothing here is a result to quote:
 re-run the committed bench for that.
 """
@@ -44,7 +44,7 @@ SETS: dict[str, list[tuple[str, float, tuple[float, float], float]]] = {
     ],
     "pert": [
         (t, r, truth, 0.2)
-        for t, rates in (("azure-conv", (20.0, 24.0)), ("mix-shift", (4.0, 6.0)))
+        for t, rates in (("azure-conv", (20.0, 24.0)), ("mix-shift", (4.0, 5.0, 6.0)))
         for r in rates
         for truth in ((1.3, 0.7), (0.7, 1.3))
     ],
