@@ -90,6 +90,10 @@ SEEDS = (1, 2, 3, 4)
 ties hardly move them): the headline's mix-shift numbers are one draw (seed 0)."""
 SEED_RATES = (5.0, 6.0)
 SEED_STATICS = ("static-100-50", "static-90-40", "static-100-40")
+PERT_SEED_TRUTH = (0.7, 1.3)
+"""The perturbed world whose one draw swings most: mix-shift with decode 30 % slower than the model, where
+a window ours or a static split breaks costs 10 points (a controller change moved 5 req/s by -10.5 points
+in seed 0 and +9.5 in seed 2). Its verdict is also taken on medians over the seeds (pert_seed_table)."""
 DAY_PEAK = 6.0
 DAY_S = 1200.0
 
@@ -237,6 +241,9 @@ def tasks(quick: bool) -> list[Run]:
         for r in SEED_RATES:
             out += [Run("mix-shift", p, r, seed=seed) for p in SEED_STATICS]
             out += [Run("mix-shift", "ours", r, scale, seed=seed) for scale in ("tight", "paper")]
+        for r in RATES["mix-shift"][1::2] if quick else RATES["mix-shift"]:
+            out += [Run("mix-shift", p, r, seed=seed, truth=PERT_SEED_TRUTH) for p in semi[1:]]
+            out += [Run("mix-shift", "ours", r, sc, seed=seed, truth=PERT_SEED_TRUTH) for sc in ("tight", "paper")]
     for p in ("ours", "dynamo-planner", "hpa-queue", "static-100-50", "vllm-chunked", "disagg-6p2d"):
         out.append(Run("mix-shift", p, DAY_PEAK, "tight" if p in SLO_AWARE else "both", day=True))
     out.sort(key=lambda t: (t.trace != "azure-conv", -t.rate))
@@ -371,6 +378,39 @@ def seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> list
                 med = f"{known[len(known) // 2]:.1%}" if known else "-"
                 cells = " | ".join("-" if v is None else f"{v:.1%}" for v in vals)
                 out.append(f"| {p} | {r:g} | {cells} | {med} |")
+        out.append("")
+    return out
+
+
+def pert_seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> list[str]:
+    """Mix-shift under PERT_SEED_TRUTH: per policy, the median SLO attainment over the trace seeds at each
+    rate, and the max rate at >= TARGET of those medians (the best static split picked on medians)."""
+    seeds = (common.SEED, *SEEDS)
+    truth = list(PERT_SEED_TRUTH)
+    out = [
+        f"## Mix-shift with prefill x{truth[0]:g}, decode x{truth[1]:g}, across trace seeds (median SLO attainment)",
+        "",
+        "One broken ITL window costs this world ~10 points, so one draw ranks policies by luck: the medians"
+        f" over seeds {', '.join(str(s) for s in seeds)} and the max rate at >= {TARGET:.0%} of them.",
+        "",
+    ]
+    policies = ("ours", *(f"static-{x}-{y}" for x, y in STATIC_SPLITS))
+    for scale in ("tight", "paper"):
+        out += [f"{scale} ITL ({itl_slo(scale) * 1000:.0f} ms):", ""]
+        out += ["| policy | " + " | ".join(f"{r:g}/s" for r in RATES["mix-shift"]) + " | max rate (medians) |"]
+        out += ["|---|" + "---|" * (len(RATES["mix-shift"]) + 1)]
+        for p in policies:
+            same = [x for x in select(rows + seeded, trace="mix-shift", policy=p, scale=scale, eps=WORLD.interference)
+                    if x["truth"] == truth and not x["day"] and x.get("seed", common.SEED) in seeds]  # fmt: skip
+            medians = []
+            for r in RATES["mix-shift"]:
+                vals = sorted(x["slo"] for x in same if x["rate"] == r)
+                if len(vals) == len(seeds):
+                    medians.append((r, vals[len(vals) // 2]))
+            if not medians:
+                continue
+            cells = " | ".join(next((f"{m:.1%}" for rr, m in medians if rr == r), "-") for r in RATES["mix-shift"])
+            out.append(f"| {p} | {cells} | {fmt(*common.max_rate_at(medians, TARGET))} |")
         out.append("")
     return out
 
@@ -565,7 +605,7 @@ def render(rows: list[dict[str, Any]], wall: float, quick: bool) -> tuple[str, d
         ok = "yes" if r["slo"] >= 0.99 else "no"
         L.append(f"| {r['policy']} | {r['slo']:.1%} | {r['paper']:.1%} | {r['accelerator_hours']:.2f} | {ok} |")
         summary["day"].append({k: r[k] for k in ("policy", "slo", "paper", "accelerator_hours")})
-    L += ["", *seed_table(rows, seeded), *layout_table(rows, layouts)]
+    L += ["", *seed_table(rows, seeded), *pert_seed_table(rows, seeded), *layout_table(rows, layouts)]
     L += ["## Requests not served, every run (tight-scale rows; reason: count)", ""]
     lost_by: dict[str, dict[str, int]] = {}
     for r in rows + seeded + layouts:

@@ -4,7 +4,7 @@ The committed benches take 7-30 minutes; tuning the split controller needs answe
 few minutes, and needs them for two revisions at once. Each command runs at the working tree and,
 with `--rev REV`, also at git revision REV (a temporary worktree), and prints both side by side.
 
-    probe_policy.py sets [std pert eps] [--buckets vllm] [--static]   fixed-budget runs (8 GPUs): SLO
+    probe_policy.py sets [std pert eps seeds] [--buckets vllm] [--static]   fixed-budget runs: SLO
                                                 per run, sum; --static: and the best static split
     probe_policy.py day [--ttft 2,3]            azure-conv day sweep (peaks 11-16): the day criterion
                                                 against replica-only refs in results/fleet_cost.json
@@ -50,6 +50,17 @@ SETS: dict[str, list[tuple[str, float, tuple[float, float], float]]] = {
     ],
     "eps": [("azure-conv", r, (1.0, 1.0), e) for e in (0.0, 0.5) for r in (20.0, 24.0)],
 }
+SEEDED: dict[str, list[tuple[str, float, tuple[float, float], float, int]]] = {
+    "seeds": [
+        ("mix-shift", r, truth, 0.2, seed)
+        for truth in ((1.0, 1.0), (0.7, 1.3))
+        for r in (4.0, 5.0, 6.0, 7.0)
+        for seed in range(5)
+    ],
+}
+"""Sets over draws of the mix-shift trace (trace, rate, truth, eps, seed): seeds = the standard and the
+decode x1.3 world at every committed rate, seeds 0-4 (80 runs, ~3 min): one broken window there moves a
+run by ~10 points, so a change is judged on the sum over draws, not one."""
 
 
 def _import_tree(tree: Path) -> None:
@@ -58,18 +69,20 @@ def _import_tree(tree: Path) -> None:
 
 
 def _set_run(
-    case: tuple[str, float, tuple[float, float], float], buckets: str = "sglang", static: bool = False
+    case: tuple[Any, ...], buckets: str = "sglang", static: bool = False
 ) -> list[tuple[str, float, str, float]]:
-    """Ours at both ITL scales; with `static`, also the best of the fair judge's static splits (name, SLO)."""
+    """Ours at both ITL scales; with `static`, also the best of the fair judge's static splits (name, SLO).
+    `case`: (trace, rate, truth, eps) or, in SEEDED sets, (trace, rate, truth, eps, seed)."""
     import bench_fleet_attainment as fa
 
-    trace, rate, truth, eps = case
+    trace, rate, truth, eps, *seeded = case
+    seed = seeded[0] if seeded else 0
     out = []
     for scale in ("tight", "paper"):
-        runs = [fa.Run(trace, policy, rate, scale, eps=eps, truth=truth, itl_buckets=buckets)
+        runs = [fa.Run(trace, policy, rate, scale, eps=eps, truth=truth, itl_buckets=buckets, seed=seed)
                 for policy in ("ours", *(f"static-{x}-{y}" for x, y in fa.STATIC_SPLITS if static))]  # fmt: skip
         scores = {run.policy: float(fa.run_one(run)[0]["slo"]) for run in runs}
-        key = f"{trace} {rate:g} {scale} x{truth[0]:g}/{truth[1]:g} eps {eps:g}"
+        key = f"{trace} {rate:g} {scale} x{truth[0]:g}/{truth[1]:g} eps {eps:g}" + (f" seed {seed}" if seeded else "")
         out.append((key, scores["ours"], *best_static(scores)))
     return out
 
@@ -111,7 +124,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     pool = multiprocessing.get_context("fork").Pool(args.jobs)
     with pool:
         if args.cmd == "sets":
-            cases = [c for s in args.sets for c in SETS[s]]
+            cases: list[tuple[Any, ...]] = [c for s in args.sets for c in {**SETS, **SEEDED}[s]]
             run = partial(_set_run, buckets=args.buckets, static=args.static)
             return {"runs": [x for out in pool.map(run, cases, chunksize=1) for x in out]}
         if args.cmd == "day":
@@ -199,7 +212,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sets = sub.add_parser("sets")
-    sets.add_argument("sets", nargs="*", choices=sorted(SETS), default=["std"])
+    sets.add_argument("sets", nargs="*", choices=sorted({**SETS, **SEEDED}), default=["std"])
     sets.add_argument("--buckets", default="sglang", help="the engine's ITL bucket layout (fair judge ITL_LAYOUTS)")
     sets.add_argument("--static", action="store_true", help="also the best static split per run (6x the time)")
     day = sub.add_parser("day")

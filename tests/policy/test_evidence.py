@@ -57,6 +57,21 @@ def test_a_breach_refuses_its_share_and_less_down_to_half_its_rate() -> None:
     assert refusal(broke, (100, 50), rate=4.0) == ""
 
 
+def test_a_clean_reading_is_stale_once_a_later_window_ran_tight_with_as_much_decode() -> None:
+    clean = ItlReading(0.0, decode_share((100, 40)), 2.0, 40, clean=True)
+    assert verdicts((clean,), 2.0, (100, 50), 10).lowest_decode == 40
+    # The mix moved: a later window ran tight with more decode share than the clean one had.
+    later = ItlReading(10.0, decode_share((100, 50)), 2.0, 50, clean=False, tight=True)
+    assert verdicts((clean, later), 2.0, (100, 50), 10).lowest_decode == 50
+    # ... or one of the same evaluation (another pod's window ran tight beside the clean one).
+    same = replace(later, time=0.0)
+    assert verdicts((clean, same), 2.0, (100, 50), 10).lowest_decode == 50
+    # An earlier tight window, or a later one with less decode share, says nothing against it.
+    assert verdicts((replace(later, time=-10.0), clean), 2.0, (100, 50), 10).lowest_decode == 40
+    less = ItlReading(10.0, decode_share((100, 30)), 2.0, 30, clean=False)
+    assert verdicts((clean, less), 2.0, (100, 50), 10).lowest_decode == 40
+
+
 def test_a_canary_is_only_a_decode_step_below_what_was_measured() -> None:
     assert explores((), (100, 40))
     assert not explores((), (100, 50))

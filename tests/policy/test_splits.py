@@ -200,6 +200,21 @@ def test_a_clean_probe_never_vouches_for_less_decode_share() -> None:
     assert all(float(details["predictedITL"]) <= slo * (1.0 - ITL_MARGIN) for _, details in moves(p).values())
 
 
+def test_a_pod_missing_ttft_takes_less_decode_share_a_peer_ran_clean_at_its_rate() -> None:
+    # From (80, 50), missing TTFT, (90, 40) is predicted within the margin only; another pod ran it clean
+    # at this rate, so the measurement prices it (the prior would pick a canary further down).
+    rate = 15.0
+    slo = Estimator(H200, Fit()).itl(90, 40, rate * (1.0 + RATE_MARGIN)) / 0.95
+    s = spec(slo__itlP99=f"{slo * 1000:.3f}ms")
+    missing = pod("p0", rate, (80, 50), ttft_p99=1.5, running=None, itl_p99=slo * 0.7)
+    p = plan(s, observe([missing]), _after_canary(rate), CURRENT, POOLS)
+    ((reason, details),) = moves(p).values()
+    assert reason == "TTFTOverSLO"
+    assert (p.splits[0].prefill_percent, p.splits[0].decode_percent) == (90, 40)
+    assert details["itlVouched"] == "true"
+    assert slo * (1.0 - ITL_MARGIN) < float(details["predictedITL"]) <= slo
+
+
 # --------------------------------------------------------------------------- canary gate
 
 
