@@ -23,8 +23,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
   TTFT gain worth a broken window (CANARY_GAIN; scaled by the attainment still at stake for a pod
   missing TTFT).
 - Once a canary's window met ITL at a lower decode share, the other pods follow it
-  (FollowMeasured) even with no predicted gain at today's rate: standby swap only; a pod missing TTFT
-  may take it when its prediction is within the SLO but not the margin (the measurement prices it).
+  (FollowMeasured) even with no predicted gain at today's rate (standby swap only), and a pod missing
+  TTFT may take it with a prediction within the SLO but not the margin (the measurement prices it).
 - A canary may spend the ITL margin (not the SLO) to learn how much more prefill share slows decode
   at a decode share measured to meet ITL: the prior's coupling is its pessimistic end.
 - A switch happens only when its predicted gain (requests that meet TTFT over the time the split
@@ -217,10 +217,7 @@ def _propose(
             feasible.append(c)
         elif margin_only and (c[1] >= current[1] or ttft_missed) and seen.vouched(c):
             # A pod ran a split this coupled clean at this rate: the prior is pessimistic. Less decode share
-            # on that ground only to fix a missed TTFT (for any move it cost 0.1-0.4 points in 4 of 42
-            # probe runs). Without it, a pod missing TTFT took the prior's choice where its peers ran
-            # (100, 40) clean: a canary to (70, 30) that ran ITL tight and left it at prefill 70 %
-            # (azure-conv 24/s, tight ITL: 94.2 % -> 95.0 %).
+            # on that ground only to fix a missed TTFT (docs/autoscaler.md, "The pool follows a clean probe").
             feasible.append(c)
             vouched.add(c)
         elif margin_only and canary and _probes_coupling(c, current, seen.lowest_decode):
@@ -253,7 +250,7 @@ def _propose(
         # its TTFT too (on Mooncake 4 req/s, restart mode, an ITL breach took a pod to (20, 100), still
         # predicted over the ITL SLO, and its queue never drained: 28.5 % vs 60.6 % never moving).
         worst = max(cur_ttft, run.ttft_slo)
-        best = min(fallback, key=lambda t: (_ttft(pinned, t[1], ahead) > worst, t[0]))[1]
+        best = min(fallback, key=lambda t: (pinned.ttft(t[1][0], t[1][1], ahead) > worst, t[0]))[1]
     else:
         return None
     if best == current or (not (itl_broken or at_risk) and _prefill_rank(best) <= _prefill_rank(current)):
@@ -327,11 +324,6 @@ def _propose(
     prediction = Prediction(run.now, best[0], best[1], ttft, new_itl, sample.rate * grow, current)
     fixes = (ttft_missed or itl_broken) and ttft <= run.ttft_slo and new_itl <= run.itl_slo
     return Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary, cur_att)
-
-
-def _ttft(est: Estimator, split: tuple[int, int], rate: float) -> float:
-    """Predicted p99 TTFT at a split (a key for ranking candidates)."""
-    return est.ttft(split[0], split[1], rate)
 
 
 def _has_margin(run: Run, itl_p99: float) -> bool:
