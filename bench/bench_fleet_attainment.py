@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -355,9 +356,14 @@ MAIN = (
 )
 
 
+def slo_by_seed(rows: list[dict[str, Any]], truth: list[float], **want: Any) -> dict[int, float]:
+    """SLO attainment per trace seed of the fixed-budget rows matching `want` under `truth`."""
+    return {x.get("seed", common.SEED): x["slo"] for x in select(rows, **want) if x["truth"] == truth and not x["day"]}
+
+
 def seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> list[str]:
     """Mix-shift SLO attainment per trace seed (seed 0: the headline's runs) and the median."""
-    seeds = (common.SEED, *SEEDS)
+    seeds, pool = (common.SEED, *SEEDS), rows + seeded
     out = [
         f"## Mix-shift across trace seeds (SLO attainment; seed {common.SEED} is the headline's draw)",
         "",
@@ -371,11 +377,11 @@ def seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> list
         out += ["|---|---|" + "---|" * (len(seeds) + 1)]
         for r in SEED_RATES:
             for p in ("ours", *SEED_STATICS):
-                same = select(rows + seeded, trace="mix-shift", policy=p, rate=r, scale=scale, eps=WORLD.interference)
-                by_seed = {x.get("seed", common.SEED): x["slo"] for x in same if x["truth"] == [1, 1] and not x["day"]}
+                by_seed = slo_by_seed(pool, [1, 1], trace="mix-shift", policy=p, rate=r, scale=scale,
+                                      eps=WORLD.interference)  # fmt: skip
                 vals = [by_seed.get(s) for s in seeds]
-                known = sorted(v for v in vals if v is not None)
-                med = f"{known[len(known) // 2]:.1%}" if known else "-"
+                known = [v for v in vals if v is not None]
+                med = f"{statistics.median_high(known):.1%}" if known else "-"
                 cells = " | ".join("-" if v is None else f"{v:.1%}" for v in vals)
                 out.append(f"| {p} | {r:g} | {cells} | {med} |")
         out.append("")
@@ -385,7 +391,7 @@ def seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> list
 def pert_seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) -> list[str]:
     """Mix-shift under PERT_SEED_TRUTH: per policy, the median SLO attainment over the trace seeds at each
     rate, and the max rate at >= TARGET of those medians (the best static split picked on medians)."""
-    seeds = (common.SEED, *SEEDS)
+    seeds, pool = (common.SEED, *SEEDS), rows + seeded
     truth = list(PERT_SEED_TRUTH)
     out = [
         f"## Mix-shift with prefill x{truth[0]:g}, decode x{truth[1]:g}, across trace seeds (median SLO attainment)",
@@ -400,17 +406,16 @@ def pert_seed_table(rows: list[dict[str, Any]], seeded: list[dict[str, Any]]) ->
         out += ["| policy | " + " | ".join(f"{r:g}/s" for r in RATES["mix-shift"]) + " | max rate (medians) |"]
         out += ["|---|" + "---|" * (len(RATES["mix-shift"]) + 1)]
         for p in policies:
-            same = [x for x in select(rows + seeded, trace="mix-shift", policy=p, scale=scale, eps=WORLD.interference)
-                    if x["truth"] == truth and not x["day"] and x.get("seed", common.SEED) in seeds]  # fmt: skip
-            medians = []
+            medians = {}
             for r in RATES["mix-shift"]:
-                vals = sorted(x["slo"] for x in same if x["rate"] == r)
-                if len(vals) == len(seeds):
-                    medians.append((r, vals[len(vals) // 2]))
+                by_seed = slo_by_seed(pool, truth, trace="mix-shift", policy=p, rate=r, scale=scale,
+                                      eps=WORLD.interference)  # fmt: skip
+                if all(s in by_seed for s in seeds):
+                    medians[r] = statistics.median_high(by_seed[s] for s in seeds)
             if not medians:
                 continue
-            cells = " | ".join(next((f"{m:.1%}" for rr, m in medians if rr == r), "-") for r in RATES["mix-shift"])
-            out.append(f"| {p} | {cells} | {fmt(*common.max_rate_at(medians, TARGET))} |")
+            cells = " | ".join(f"{medians[r]:.1%}" if r in medians else "-" for r in RATES["mix-shift"])
+            out.append(f"| {p} | {cells} | {fmt(*common.max_rate_at(list(medians.items()), TARGET))} |")
         out.append("")
     return out
 

@@ -31,7 +31,7 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-SETS: dict[str, list[tuple[str, float, tuple[float, float], float]]] = {
+SETS: dict[str, list[tuple[Any, ...]]] = {
     "std": [
         (t, r, (1.0, 1.0), 0.2)
         for t, rates in (
@@ -49,8 +49,6 @@ SETS: dict[str, list[tuple[str, float, tuple[float, float], float]]] = {
         for truth in ((1.3, 0.7), (0.7, 1.3))
     ],
     "eps": [("azure-conv", r, (1.0, 1.0), e) for e in (0.0, 0.5) for r in (20.0, 24.0)],
-}
-SEEDED: dict[str, list[tuple[str, float, tuple[float, float], float, int]]] = {
     "seeds": [
         ("mix-shift", r, truth, 0.2, seed)
         for truth in ((1.0, 1.0), (0.7, 1.3))
@@ -58,7 +56,7 @@ SEEDED: dict[str, list[tuple[str, float, tuple[float, float], float, int]]] = {
         for seed in range(5)
     ],
 }
-"""Sets over draws of the mix-shift trace (trace, rate, truth, eps, seed): seeds = the standard and the
+"""Cases (trace, rate, truth, eps[, seed]). seeds = draws of the mix-shift trace: the standard and the
 decode x1.3 world at every committed rate, seeds 0-4 (80 runs, ~3 min): one broken window there moves a
 run by ~10 points, so a change is judged on the sum over draws, not one."""
 
@@ -72,7 +70,7 @@ def _set_run(
     case: tuple[Any, ...], buckets: str = "sglang", static: bool = False
 ) -> list[tuple[str, float, str, float]]:
     """Ours at both ITL scales; with `static`, also the best of the fair judge's static splits (name, SLO).
-    `case`: (trace, rate, truth, eps) or, in SEEDED sets, (trace, rate, truth, eps, seed)."""
+    `case`: (trace, rate, truth, eps) or, in the seeds set, (trace, rate, truth, eps, seed)."""
     import bench_fleet_attainment as fa
 
     trace, rate, truth, eps, *seeded = case
@@ -124,7 +122,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     pool = multiprocessing.get_context("fork").Pool(args.jobs)
     with pool:
         if args.cmd == "sets":
-            cases: list[tuple[Any, ...]] = [c for s in args.sets for c in {**SETS, **SEEDED}[s]]
+            cases = [c for s in args.sets for c in SETS[s]]
             run = partial(_set_run, buckets=args.buckets, static=args.static)
             return {"runs": [x for out in pool.map(run, cases, chunksize=1) for x in out]}
         if args.cmd == "day":
@@ -212,7 +210,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     sets = sub.add_parser("sets")
-    sets.add_argument("sets", nargs="*", choices=sorted({**SETS, **SEEDED}), default=["std"])
+    sets.add_argument("sets", nargs="*", choices=sorted(SETS), default=["std"])
     sets.add_argument("--buckets", default="sglang", help="the engine's ITL bucket layout (fair judge ITL_LAYOUTS)")
     sets.add_argument("--static", action="store_true", help="also the best static split per run (6x the time)")
     day = sub.add_parser("day")

@@ -138,12 +138,13 @@ def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tupl
     """The readings as seen by a pod now at `current` serving `measured_rate` per-pod arrivals/s;
     `roomy`: its own p99 ITL is at most ROOMY_ITL of the SLO."""
     pool = tuple(readings)
+    against = [r for r in pool if not r.clean]
     # A clean reading is stale once a window of the same or a later evaluation ran ITL tight or broke it
     # with at least as much decode share: the mix moved under it (readings are not scoped by mix). With
     # later only, a pod at (100, 70) followed a peer's clean window at (90, 60) while two other pods ran
     # (90, 60) tight in that evaluation, and broke ITL (mix-shift 5/s, tight ITL, decode x1.3, seed 0).
     met = [r for r in pool if r.clean and CLEAN_RATE_REACH * r.rate >= measured_rate - EPS
-           and not any(not b.clean and b.time >= r.time and b.share >= r.share - EPS for b in pool)]  # fmt: skip
-    refused = tuple((r.share, r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in pool if not r.clean)
+           and not any(b.time >= r.time and b.share >= r.share - EPS for b in against)]  # fmt: skip
+    refused = tuple((r.share, r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in against)
     return Verdicts(min([current[1], *(r.decode_percent for r in met)]), refused, step * (2 if roomy else 1),
                     min([1.0, *(r.share for r in met)]))  # fmt: skip
