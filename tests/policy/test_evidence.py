@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from semipd.policy.evidence import (
     BROKEN_TTL_WINDOWS,
+    CAP_TTL_WINDOWS,
     TTL_WINDOWS,
     ItlReading,
     decode_share,
@@ -21,11 +22,15 @@ WINDOW = 60.0
 
 def refusal(readings: tuple[ItlReading, ...], split: tuple[int, int], rate: float = 2.0,
             current: tuple[int, int] = (100, 50)) -> str:  # fmt: skip
-    return verdicts(readings, rate, current, 10).refusal(split, rate)
+    return verdicts(readings, rate, current, 10, now=0.0, window_s=WINDOW).refusal(split, rate)
 
 
 def explores(readings: tuple[ItlReading, ...], split: tuple[int, int], current: tuple[int, int] = (100, 50)) -> bool:
-    return verdicts(readings, 2.0, current, 10).explores(split)
+    return verdicts(readings, 2.0, current, 10, now=0.0, window_s=WINDOW).explores(split)
+
+
+def lowest(readings: tuple[ItlReading, ...]) -> int:
+    return verdicts(readings, 2.0, (100, 50), 10, now=0.0, window_s=WINDOW).lowest_decode
 
 
 def test_decode_comes_down_one_step_below_what_was_measured() -> None:
@@ -40,36 +45,40 @@ def test_decode_comes_down_one_step_below_what_was_measured() -> None:
 
 
 def test_a_pod_far_below_the_itl_slo_may_come_down_two_steps() -> None:
-    roomy = verdicts((), 2.0, (100, 100), 10, roomy=True)
+    roomy = verdicts((), 2.0, (100, 100), 10, now=0.0, window_s=WINDOW, roomy=True)
     assert roomy.refusal((100, 80), 2.0) == ""
     assert roomy.refusal((100, 70), 2.0) == "untrusted"
-    assert verdicts((), 2.0, (100, 100), 10).refusal((100, 80), 2.0) == "untrusted"
+    assert verdicts((), 2.0, (100, 100), 10, now=0.0, window_s=WINDOW).refusal((100, 80), 2.0) == "untrusted"
     # A breach still refuses, however much room the pod has now.
     broke = (ItlReading(0.0, decode_share((100, 80)), 2.0, 80, clean=False),)
-    assert verdicts(broke, 2.0, (100, 100), 10, roomy=True).refusal((100, 80), 2.0) == "broken"
+    roomy_broke = verdicts(broke, 2.0, (100, 100), 10, now=0.0, window_s=WINDOW, roomy=True)
+    assert roomy_broke.refusal((100, 80), 2.0) == "broken"
 
 
 def test_a_breach_refuses_its_share_and_less_down_to_half_its_rate() -> None:
     broke = (ItlReading(0.0, decode_share((100, 40)), 4.0, 40, clean=False),)
     assert refusal(broke, (100, 40), rate=2.0) == "broken"
-    assert refusal(broke, (90, 40), rate=2.0) == ""  # more contended decode share than the breach
+    assert refusal(broke, (90, 40), rate=2.0) == "broken"  # the same cap, just now
+    older = (replace(broke[0], time=-(CAP_TTL_WINDOWS + 1) * WINDOW),)
+    assert refusal(older, (90, 40), rate=2.0) == ""  # more contended decode share than the breach
+    assert refusal(older, (100, 40), rate=2.0) == "broken"
     assert refusal(broke, (100, 40), rate=1.9) == ""  # well below the rate it broke at
     assert refusal(broke, (100, 50), rate=4.0) == ""
 
 
 def test_a_clean_reading_is_stale_once_a_later_window_ran_tight_with_as_much_decode() -> None:
     clean = ItlReading(0.0, decode_share((100, 40)), 2.0, 40, clean=True)
-    assert verdicts((clean,), 2.0, (100, 50), 10).lowest_decode == 40
+    assert lowest((clean,)) == 40
     # The mix moved: a later window ran tight with more decode share than the clean one had.
     later = ItlReading(10.0, decode_share((100, 50)), 2.0, 50, clean=False, tight=True)
-    assert verdicts((clean, later), 2.0, (100, 50), 10).lowest_decode == 50
+    assert lowest((clean, later)) == 50
     # ... or one of the same evaluation (another pod's window ran tight beside the clean one).
     same = replace(later, time=0.0)
-    assert verdicts((clean, same), 2.0, (100, 50), 10).lowest_decode == 50
+    assert lowest((clean, same)) == 50
     # An earlier tight window, or a later one with less decode share, says nothing against it.
-    assert verdicts((replace(later, time=-10.0), clean), 2.0, (100, 50), 10).lowest_decode == 40
+    assert lowest((replace(later, time=-10.0), clean)) == 40
     less = ItlReading(10.0, decode_share((100, 30)), 2.0, 30, clean=False)
-    assert verdicts((clean, less), 2.0, (100, 50), 10).lowest_decode == 40
+    assert lowest((clean, less)) == 40
 
 
 def test_a_canary_is_only_a_decode_step_below_what_was_measured() -> None:
@@ -79,6 +88,25 @@ def test_a_canary_is_only_a_decode_step_below_what_was_measured() -> None:
     assert not explores((), (100, 100), current=(50, 100))
     met = (ItlReading(0.0, decode_share((100, 40)), 2.0, 40, clean=True),)
     assert not explores(met, (100, 40))
+
+
+def test_a_decode_share_that_just_ran_tight_is_refused_at_any_prefill_share() -> None:
+    # Peers ran (100, 60) tight at 2/s: (90, 60) has more contended decode share, so the prior would call
+    # it safer, but the cap that just ran tight is refused for CAP_TTL_WINDOWS whatever the prefill share.
+    tight = (ItlReading(0.0, decode_share((100, 60)), 2.0, 60, clean=False, tight=True),)
+    assert decode_share((90, 60)) > decode_share((100, 60))
+    seen = verdicts(tight, 2.0, (100, 70), 10, now=CAP_TTL_WINDOWS * WINDOW, window_s=WINDOW)
+    assert seen.refusal((90, 60), 2.0) == "broken"
+    assert seen.refusal((90, 50), 2.0) == "broken"
+    assert seen.refusal((90, 60), 1.5) == ""  # below the rate it ran tight at
+    assert seen.refusal((100, 70), 2.0) == ""
+    # A pod at that cap keeps the lever of less prefill share (a pod breaking ITL at decode 100 % has no other).
+    at_cap = verdicts(tight, 2.0, (100, 60), 10, now=0.0, window_s=WINDOW)
+    assert at_cap.refusal((90, 60), 2.0) == ""
+    # Older, only splits with no more contended decode share than it had stay refused.
+    old = verdicts(tight, 2.0, (100, 70), 10, now=(CAP_TTL_WINDOWS + 1) * WINDOW, window_s=WINDOW)
+    assert old.refusal((90, 60), 2.0) == ""
+    assert old.refusal((100, 60), 2.0) == "broken"
 
 
 def test_breaches_outlive_clean_readings_and_repeats_merge() -> None:

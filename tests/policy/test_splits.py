@@ -88,9 +88,9 @@ def test_one_pod_over_the_slo_is_at_risk_not_broken_while_its_node_pool_has_room
 def test_a_tight_reading_refuses_its_share_at_its_rate_and_a_breach_down_to_half() -> None:
     tight = (ItlReading(0.0, decode_share((100, 40)), 3.0, 40, clean=False, tight=True),)
     broke = (ItlReading(0.0, decode_share((100, 40)), 3.0, 40, clean=False),)
-    assert verdicts(tight, 3.0, (100, 50), 10).refusal((100, 40), 3.0) == "broken"
-    assert verdicts(tight, 2.9, (100, 50), 10).refusal((100, 40), 2.9) == ""
-    assert verdicts(broke, 1.5, (100, 50), 10).refusal((100, 40), 1.5) == "broken"
+    assert verdicts(tight, 3.0, (100, 50), 10, now=0.0, window_s=60.0).refusal((100, 40), 3.0) == "broken"
+    assert verdicts(tight, 2.9, (100, 50), 10, now=0.0, window_s=60.0).refusal((100, 40), 2.9) == ""
+    assert verdicts(broke, 1.5, (100, 50), 10, now=0.0, window_s=60.0).refusal((100, 40), 1.5) == "broken"
 
 
 # --------------------------------------------------------------------------- FollowMeasured
@@ -123,8 +123,8 @@ def test_no_follow_in_restart_mode() -> None:
 
 def test_a_clean_reading_vouches_for_a_quarter_more_rate_than_it_saw() -> None:
     clean = (ItlReading(0.0, decode_share((90, 40)), 2.0, 40, clean=True),)
-    assert verdicts(clean, 2.0 * CLEAN_RATE_REACH, (100, 50), 10).lowest_decode == 40
-    assert verdicts(clean, 2.0 * CLEAN_RATE_REACH + 0.01, (100, 50), 10).lowest_decode == 50
+    assert verdicts(clean, 2.0 * CLEAN_RATE_REACH, (100, 50), 10, now=0.0, window_s=60.0).lowest_decode == 40
+    assert verdicts(clean, 2.0 * CLEAN_RATE_REACH + 0.01, (100, 50), 10, now=0.0, window_s=60.0).lowest_decode == 50
 
 
 # --------------------------------------------------------------------------- coupling probe

@@ -10,7 +10,8 @@ work (the fair judge's world has a cliff between decode 40 % and 30 % that the p
 see), one pod per node pool at a time (a canary; the others follow once its window met ITL);
 everything else still jumps. Readings expire, because the request mix moves (long documents contend more
 than chat at the same request rate), and a clean reading is dropped as soon as a window no older ran
-tight or broke with at least as much decode share.
+tight or broke with at least as much decode share. A window that just ran tight or broke at a decode
+share refuses that share and less whatever the prefill share (CAP_TTL_WINDOWS).
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ BROKEN_RATE_FRACTION = 0.5
 """A breach at rate r refuses its share and less down to this fraction of r: ITL under contention is
 set more by the step than by the batch (the fair judge's world broke 50 ms at (100, 40) at 1.5/s as
 at 4/s), yet a breach at a peak must not pin the split through the night (estimate)."""
+CAP_TTL_WINDOWS = 3.0
+"""For this many SLO windows a reading that ran ITL tight or broke it refuses its decode share (alone) and
+less at any prefill share, not only splits with no more contended decode share. The prior's coupling
+normalises the two caps (x / (x + y)), so (90, 60) looks like (100, 70), which ran clean, more than like
+(100, 60), which ran tight; the fair judge's world slows decode far less with prefill share (39 ms at
+(100, 40), (90, 40) and (80, 40) alike on azure-conv 24/s). Without it, pods the ITL defence had just
+raised to (100, 70) came back to (90, 60) for TTFT while peers ran (100, 60) tight, and the pool broke
+ITL (mix-shift 5/s, tight ITL, decode x1.3: 84.1 % vs 94.3 %). Kept for every reading's TTL (10
+windows), it also held the azure-conv day off decode 40 % long after a tight window there (read inside
+SGLang's 40-50 ms bucket) and cost GPU-hours: the day criterion held in 21 of 24 cases, against 23
+without the rule and 24 at 3 windows (probe; estimate)."""
 CLEAN_RATE_REACH = 1.25
 """A clean reading at rate r vouches for its decode share up to this multiple of r (estimate)."""
 MAX_READINGS = 256
@@ -89,12 +101,14 @@ class Verdicts:
     lowest_decode: int
     """The smallest decode share measured to meet ITL at the pod's rate or more (its own split's
     counts: a pod that broke ITL moves up anyway)."""
-    breaches: tuple[tuple[float, float], ...]
-    """(contended decode share, lowest per-pod rate it refuses) of every reading that broke ITL or ran
-    it tight."""
+    breaches: tuple[tuple[float, int, float], ...]
+    """(contended decode share, decode share alone or -1, lowest per-pod rate it refuses) of every reading
+    that broke ITL or ran it tight; the share alone only for those within CAP_TTL_WINDOWS."""
     step: int
     """How far below the smallest clean decode share a candidate may go (percent): one grid step, two
     for a roomy pod."""
+    current_decode: int = 100
+    """The pod's own decode share (alone): CAP_TTL_WINDOWS refuses a cap only to a pod coming down to it."""
     clean_share: float = 1.0
     """The smallest contended decode share (decode's share while prefill runs) measured to meet ITL at
     the pod's rate or more: a split with at least this much was run clean, whatever the prior says."""
@@ -103,13 +117,16 @@ class Verdicts:
         """Why `split` may not be chosen at `rate` (projected, margins included); "" if it may.
 
         - broken: a split with at least this contended decode share broke ITL at a rate of at most
-          1 / BROKEN_RATE_FRACTION times this one;
+          1 / BROKEN_RATE_FRACTION times this one (or ran it tight at no more than this rate), or, for
+          a pod coming down in decode share, one with at least this much alone did so in the last
+          CAP_TTL_WINDOWS (a pod breaking ITL keeps the lever of less prefill at its own cap);
         - untrusted: its decode share is more than one grid step below `lowest_decode` (below it the
           model extrapolates: the fair judge's world broke 50 ms at (100, 40) and (80, 30) where the
           prior promised 44 ms).
         """
         share = decode_share(split)
-        if any(b >= share - EPS and rate >= r for b, r in self.breaches):
+        lower = split[1] < self.current_decode
+        if any((b >= share - EPS or (lower and split[1] <= cap)) and rate >= r for b, cap, r in self.breaches):
             return "broken"
         if split[1] < self.lowest_decode - self.step:
             return "untrusted"
@@ -133,10 +150,10 @@ the smallest decode share measured clean, not one: far from the SLO, one step pe
 made a start at decode 100 % take six minutes to reach 50 % (estimate)."""
 
 
-def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tuple[int, int], step: int,
-             roomy: bool = False) -> Verdicts:  # fmt: skip
-    """The readings as seen by a pod now at `current` serving `measured_rate` per-pod arrivals/s;
-    `roomy`: its own p99 ITL is at most ROOMY_ITL of the SLO."""
+def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tuple[int, int], step: int, *,
+             now: float, window_s: float, roomy: bool = False) -> Verdicts:  # fmt: skip
+    """The readings as seen at time `now` by a pod at `current` serving `measured_rate` per-pod
+    arrivals/s; `roomy`: its own p99 ITL is at most ROOMY_ITL of the SLO."""
     pool = tuple(readings)
     against = [r for r in pool if not r.clean]
     # A clean reading is stale once a window of the same or a later evaluation ran ITL tight or broke it
@@ -145,6 +162,7 @@ def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tupl
     # (90, 60) tight in that evaluation, and broke ITL (mix-shift 5/s, tight ITL, decode x1.3, seed 0).
     met = [r for r in pool if r.clean and CLEAN_RATE_REACH * r.rate >= measured_rate - EPS
            and not any(b.time >= r.time and b.share >= r.share - EPS for b in against)]  # fmt: skip
-    refused = tuple((r.share, r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in against)
+    refused = tuple((r.share, r.decode_percent if now - r.time <= CAP_TTL_WINDOWS * window_s + EPS else -1,
+                     r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in against)  # fmt: skip
     return Verdicts(min([current[1], *(r.decode_percent for r in met)]), refused, step * (2 if roomy else 1),
-                    min([1.0, *(r.share for r in met)]))  # fmt: skip
+                    current[1], min([1.0, *(r.share for r in met)]))  # fmt: skip

@@ -201,7 +201,7 @@ def _propose(
     ahead = sample.rate * grow * (1.0 + RATE_MARGIN)
     itl_cap = run.itl_slo * (1.0 - ITL_MARGIN)
     seen = verdicts(run.evidence.get(pod.node_pool, ()), sample.rate, current, run.spec.semi_pd.step_percent,
-                    roomy=pod.itl_p99 <= ROOMY_ITL * run.itl_slo)  # fmt: skip
+                    now=run.now, window_s=run.window_s, roomy=pod.itl_p99 <= ROOMY_ITL * run.itl_slo)  # fmt: skip
     feasible, fallback, probes, vouched, refused = [], [], set(), set(), 0
     ttft_missed = sample.ttft > run.ttft_slo or sample.saturated
     for c in grid(bounds(run), run.spec.semi_pd.step_percent, current):
