@@ -101,14 +101,16 @@ class Verdicts:
     lowest_decode: int
     """The smallest decode share measured to meet ITL at the pod's rate or more (its own split's
     counts: a pod that broke ITL moves up anyway)."""
-    breaches: tuple[tuple[float, int, float], ...]
-    """(contended decode share, decode share alone or -1, lowest per-pod rate it refuses) of every reading
-    that broke ITL or ran it tight; the share alone only for those within CAP_TTL_WINDOWS."""
+    breaches: tuple[tuple[float, float], ...]
+    """(contended decode share, lowest per-pod rate it refuses) of every reading that broke ITL or ran
+    it tight."""
     step: int
     """How far below the smallest clean decode share a candidate may go (percent): one grid step, two
     for a roomy pod."""
-    current_decode: int = 100
-    """The pod's own decode share (alone): CAP_TTL_WINDOWS refuses a cap only to a pod coming down to it."""
+    current_decode: int
+    """The pod's own decode share (alone): a recent cap is refused only to a pod coming down to it."""
+    recent_caps: tuple[tuple[int, float], ...]
+    """(decode share alone, lowest per-pod rate it refuses) of the breaches within CAP_TTL_WINDOWS."""
     clean_share: float = 1.0
     """The smallest contended decode share (decode's share while prefill runs) measured to meet ITL at
     the pod's rate or more: a split with at least this much was run clean, whatever the prior says."""
@@ -125,8 +127,9 @@ class Verdicts:
           prior promised 44 ms).
         """
         share = decode_share(split)
-        lower = split[1] < self.current_decode
-        if any((b >= share - EPS or (lower and split[1] <= cap)) and rate >= r for b, cap, r in self.breaches):
+        if any(b >= share - EPS and rate >= r for b, r in self.breaches):
+            return "broken"
+        if split[1] < self.current_decode and any(split[1] <= cap and rate >= r for cap, r in self.recent_caps):
             return "broken"
         if split[1] < self.lowest_decode - self.step:
             return "untrusted"
@@ -162,7 +165,13 @@ def verdicts(readings: Iterable[ItlReading], measured_rate: float, current: tupl
     # (90, 60) tight in that evaluation, and broke ITL (mix-shift 5/s, tight ITL, decode x1.3, seed 0).
     met = [r for r in pool if r.clean and CLEAN_RATE_REACH * r.rate >= measured_rate - EPS
            and not any(b.time >= r.time and b.share >= r.share - EPS for b in against)]  # fmt: skip
-    refused = tuple((r.share, r.decode_percent if now - r.time <= CAP_TTL_WINDOWS * window_s + EPS else -1,
-                     r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in against)  # fmt: skip
-    return Verdicts(min([current[1], *(r.decode_percent for r in met)]), refused, step * (2 if roomy else 1),
-                    current[1], min([1.0, *(r.share for r in met)]))  # fmt: skip
+    refused = [(r, r.rate * (1.0 if r.tight else BROKEN_RATE_FRACTION)) for r in against]
+    recent = [(r.decode_percent, rate) for r, rate in refused if now - r.time <= CAP_TTL_WINDOWS * window_s + EPS]
+    return Verdicts(
+        lowest_decode=min([current[1], *(r.decode_percent for r in met)]),
+        breaches=tuple((r.share, rate) for r, rate in refused),
+        step=step * (2 if roomy else 1),
+        current_decode=current[1],
+        recent_caps=tuple(recent),
+        clean_share=min([1.0, *(r.share for r in met)]),
+    )
