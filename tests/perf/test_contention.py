@@ -121,6 +121,21 @@ def test_share_curves_scale_the_whole_device_time() -> None:
     assert m.decode_batch_time(32, 32 * 1500, 0.4, 0.6) < legacy.decode_batch_time(32, 32 * 1500, 0.4, 0.6)
 
 
+def test_decode_alone_follows_decode_share_curve_and_beats_co_running() -> None:
+    # Decode alone once ran on prefill's curve (k_p 0.6): at cap 0.3 it was slower than co-running
+    # with a prefill at the smaller normalised share 0.27, which no device does.
+    m = LatencyModel.from_names("h200", "llama-3-8b", contention=SHARE_CURVES)
+    full_d = m.decode_step_time(32, 32 * 1500, 1.0)
+    for y in (0.2, 0.3, 0.4, 0.5, 0.7, 1.0):
+        alone = m.decode_batch_time(32, 32 * 1500, y, None)
+        assert alone == pytest.approx(full_d / share_speed(m.effective_share(y), SHARE_CURVES.decode_k))
+        for x in (0.5, 0.8, 1.0):
+            assert alone < m.decode_batch_time(32, 32 * 1500, y, x)
+    assert m.prefill_batch_time([2000], 0.3, None) == pytest.approx(
+        m.prefill_time([2000], 1.0) / share_speed(m.effective_share(0.3), SHARE_CURVES.prefill_k)
+    )
+
+
 def test_ideal_end_has_no_contention() -> None:
     m = LatencyModel.from_names("h100", "llama-3-8b", contention=ContentionModel(0.0, 0.0, 0.0))
     assert m.prefill_batch_time([2000], 0.5, 0.5) == pytest.approx(m.prefill_time([2000], 1.0))

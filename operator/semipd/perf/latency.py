@@ -101,7 +101,7 @@ class LatencyModel:
         self._granule = hw.partition_granularity / hw.compute_units
         self._share_units = hw.compute_units / hw.partition_granularity
         self._share_cache: dict[float, tuple[float, float]] = {}
-        self._corun_cache: dict[tuple[float, float | None], tuple[float, float]] = {}
+        self._corun_cache: dict[tuple[float | None, float | None], tuple[float, float]] = {}
         if tp > 1:
             # Two all-reduces per layer (after attention and after the MLP), ring algorithm.
             self._allreduce_latency = 2 * m.layers * hw.allreduce_latency_s
@@ -266,21 +266,23 @@ class LatencyModel:
 
     # --- contention -------------------------------------------------------------------------------
 
-    def _corun_speeds(self, share: float, other: float | None) -> tuple[float, float]:
-        """(speed of the phase at `share`, of the other) under the share-curve model, memoized.
+    def _corun_speeds(self, prefill_share: float | None, decode_share: float | None) -> tuple[float, float]:
+        """(prefill speed, decode speed) under the share-curve model, memoized; a phase that is None
+        is idle, and the running one follows its own standalone curve (its speed for the idle one is 0).
 
         Shares are normalised when their caps overlap, then rounded to partition steps."""
-        key = (share, other)
+        key = (prefill_share, decode_share)
         cached = self._corun_cache.get(key)
         if cached is None:
             c = self.contention
-            if other is None:
-                mine = c.speeds(self.effective_share(share), None)[0]
-                cached = (mine, 0.0)
+            if decode_share is None:
+                assert prefill_share is not None
+                cached = (c.speeds(self.effective_share(prefill_share), None)[0], 0.0)
+            elif prefill_share is None:
+                cached = (0.0, c.decode_speed(self.effective_share(decode_share), None))
             else:
-                a, b = contended_shares(share, other)
-                ea, eb = self.effective_share(a), self.effective_share(b)
-                cached = c.speeds(ea, eb)
+                a, b = contended_shares(prefill_share, decode_share)
+                cached = c.speeds(self.effective_share(a), self.effective_share(b))
             if len(self._corun_cache) >= _SHARE_CACHE_SIZE:
                 self._corun_cache.clear()
             self._corun_cache[key] = cached
@@ -313,10 +315,7 @@ class LatencyModel:
                 return self.decode_step_time(batch_size, kv_tokens, decode_share)
             share = contended_shares(prefill_share, decode_share)[1]
             return self.decode_step_time(batch_size, kv_tokens, share, prefill_running=True)
-        if prefill_share is None:
-            speed = self._corun_speeds(decode_share, None)[0]
-        else:
-            speed = self._corun_speeds(prefill_share, decode_share)[1]
+        speed = self._corun_speeds(prefill_share, decode_share)[1]
         return self.decode_step_time(batch_size, kv_tokens, 1.0) / speed
 
     # --- lifecycle costs --------------------------------------------------------------------------
