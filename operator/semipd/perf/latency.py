@@ -275,14 +275,15 @@ class LatencyModel:
         cached = self._corun_cache.get(key)
         if cached is None:
             c = self.contention
-            if decode_share is None:
-                assert prefill_share is not None
-                cached = (c.speeds(self.effective_share(prefill_share), None)[0], 0.0)
-            elif prefill_share is None:
-                cached = (0.0, c.decode_speed(self.effective_share(decode_share), None))
-            else:
+            if prefill_share is not None and decode_share is not None:
                 a, b = contended_shares(prefill_share, decode_share)
                 cached = c.speeds(self.effective_share(a), self.effective_share(b))
+            elif prefill_share is not None:
+                cached = (c.speeds(self.effective_share(prefill_share), None)[0], 0.0)
+            elif decode_share is not None:
+                cached = (0.0, c.decode_speed(self.effective_share(decode_share), None))
+            else:
+                raise ValueError("at least one phase must run")
             if len(self._corun_cache) >= _SHARE_CACHE_SIZE:
                 self._corun_cache.clear()
             self._corun_cache[key] = cached
