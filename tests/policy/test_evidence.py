@@ -122,6 +122,24 @@ def test_breaches_outlive_clean_readings_and_repeats_merge() -> None:
     assert len(kept) == 2
 
 
+def test_merged_tight_windows_keep_the_lowest_rate_they_refused_from() -> None:
+    # Peers read decode 50 tight at 0.44/s, then one more at 0.58/s: a pod coming down from decode 70
+    # at 0.577/s must still be refused the cap (the newest window alone would let it through).
+    share = decode_share((100, 50))
+    first = ItlReading(165.0, share, 0.444, 50, clean=False, tight=True)
+    newer = ItlReading(210.0, share, 0.578, 50, clean=False, tight=True)
+    kept = updated((first,), (newer,), 210.0, WINDOW)
+    assert kept == (replace(newer, rate=0.444),)
+    met = ItlReading(210.0, decode_share((100, 60)), 0.733, 60, clean=True)  # decode 50 is one step below
+    seen = verdicts((*kept, met), 0.489, (100, 70), 10, now=210.0, window_s=WINDOW)
+    assert seen.refusal((90, 50), 0.577) == "broken"
+    newest_only = verdicts((newer, met), 0.489, (100, 70), 10, now=210.0, window_s=WINDOW)
+    assert newest_only.refusal((90, 50), 0.577) == ""
+    # Clean windows still merge per rate (a clean reading vouches only near its own rate).
+    clean = ItlReading(180.0, share, 0.5, 50, clean=True)
+    assert len(updated((clean,), (replace(clean, time=195.0, rate=0.9),), 195.0, WINDOW)) == 2
+
+
 def test_plan_records_breaches_and_never_returns_to_the_share_that_broke() -> None:
     # p0 broke ITL at (90, 40); p1, calm at (100, 50), must not try (90, 40) or less decode share now.
     s = spec(semiPD__maxPrefillPercent=100)

@@ -238,7 +238,7 @@ def test_a_ttft_fix_below_the_measured_decode_shares_must_be_worth_what_a_broken
     # The pod misses TTFT at decode 100 (measured); going below it is a canary whose breach would cost
     # the requests that still meet TTFT, so it needs CANARY_GAIN x the attainment the pod still has.
     s = spec(semiPD__maxPrefillPercent=100, slo__itlP99="15ms")
-    for rate, canary in ((4.0, False), (6.0, True)):
+    for rate, canary in ((3.0, False), (6.0, True)):
         p = plan(s, observe([pod("p0", rate, (50, 100), ttft_p99=1.05)]), known(), CURRENT, POOLS)
         (c,) = p.splits
         (d,) = [d for d in p.decisions if d.action == "SplitChange"]
@@ -247,7 +247,7 @@ def test_a_ttft_fix_below_the_measured_decode_shares_must_be_worth_what_a_broken
         if canary:  # more of the window is lost already: +28 points at 72 %
             assert c.decode_percent < 100
             assert after - before >= CANARY_GAIN * before
-        else:  # +4 points at 96 %: more prefill at the measured decode share instead
+        else:  # a canary would gain under 3 points at 97 %: more prefill at the measured decode share instead
             assert (c.prefill_percent, c.decode_percent) == (100, 100)
             assert after > before
 

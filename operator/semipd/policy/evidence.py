@@ -17,7 +17,7 @@ share refuses that share and less whatever the prefill share (CAP_TTL_WINDOWS).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from semipd.perf import contended_shares
 
@@ -85,11 +85,21 @@ def less_decode(split: tuple[int, int], than: tuple[int, int]) -> bool:
 def updated(
     readings: Iterable[ItlReading], new: Iterable[ItlReading], now: float, window_s: float
 ) -> tuple[ItlReading, ...]:
-    """The pool's readings with this evaluation's added and the expired ones dropped."""
+    """The pool's readings with this evaluation's added and the expired ones dropped.
+
+    Repeats of one verdict at one split merge into the newest. A merged breach or tight window keeps the
+    lowest rate any of them refused from: the newest alone may have run at a higher rate, and a pod
+    just below it would take the share that ran tight at its own rate a window ago (mix-shift 5/s,
+    tight ITL, decode x1.3: a pod came down from (100, 70) to (90, 50) while its peers read decode 50
+    tight at lower rates, and the pool broke ITL)."""
     newest: dict[tuple[float, int, bool, bool, float], ItlReading] = {}
     for r in (*readings, *new):
         if now - r.time < (TTL_WINDOWS if r.clean or r.tight else BROKEN_TTL_WINDOWS) * window_s:
-            newest[(r.share, r.decode_percent, r.clean, r.tight, 0.0 if not r.clean else round(r.rate, 1))] = r
+            key = (r.share, r.decode_percent, r.clean, r.tight, 0.0 if not r.clean else round(r.rate, 1))
+            repeat = newest.get(key)
+            if repeat is not None and not r.clean and repeat.rate < r.rate:
+                r = replace(r, rate=repeat.rate)
+            newest[key] = r
     kept = sorted(newest.values(), key=lambda r: r.time)
     return tuple(kept[-MAX_READINGS:])
 

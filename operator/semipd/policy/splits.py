@@ -85,15 +85,16 @@ CALM_RESTART_LOSS = 1.0
 predicted to lose fewer than this many requests' TTFT carrying its load: a persistent p99 miss in a calm
 pool is worth fixing even where the hold time's gain is small (4 pods at prefill 30 % with p99 TTFT
 0.52-0.60 s of a 0.5 s SLO never moved otherwise). Near the knee the fix must pay for itself (estimate)."""
-CANARY_GAIN = 0.10
+CANARY_GAIN = 0.03
 """A move below every decode share measured to meet ITL must fix a broken ITL or promise at least this
-much more predicted TTFT attainment: it risks a whole window's ITL for the pool, and pays through the
-pool following it for the clean readings' 10 windows (an even chance of a breach: a bar of 1/10). A pod
-missing TTFT needs this times the attainment it still has: a broken window costs only the requests that
-still meet TTFT (with the bar waived, a canary from decode 30 % to 20 % broke the paper ITL at mix-shift
-6 req/s with decode x1.3: 84.7 % vs 96.1 %). At 0.05 every miss of 99 % on the azure-conv day sweep was
-a window a canary to decode 30 % broke: the criterion held in 17 of 24 cases, at 0.10 in 21 (mix-shift
-6 req/s 93.8 -> 92.5 % at the paper ITL, 87.6 -> 88.2 % at the tight one) (estimate)."""
+much more predicted TTFT attainment: it risks a whole window's ITL for the pool. A pod missing TTFT
+needs this times the attainment it still has: a broken window costs only the requests that still meet
+TTFT (with the bar waived, a canary from decode 30 % to 20 % broke the paper ITL at mix-shift 6 req/s
+with decode x1.3: 84.7 % vs 96.1 %). At 0.10 (set in the world before 4119603 ran small decode caps
+faster) it held (100, 50) -> (100, 40) back where static (100, 40) wins: mix-shift 6 req/s, tight
+ITL, a pod missing TTFT predicted 0.855 -> 0.882 there at 42.5 ms. Probe, with evidence.updated's
+lowest-rate merge: 0.10 -> 0.03 took std + pert + eps 41.675 -> 41.839, mix-shift seeds 71.443 ->
+71.555, day criterion 23 of 24 either way (21 at 0.05) (estimate)."""
 CANARY_FREE_ITL = 0.6
 """A move below the measured decode shares whose predicted ITL is at most this fraction of the SLO is
 not a canary (the whole pool may take it at once): a model 50 % optimistic still leaves the 10 %
