@@ -87,11 +87,12 @@ def updated(
 ) -> tuple[ItlReading, ...]:
     """The pool's readings with this evaluation's added and the expired ones dropped.
 
-    Repeats of one verdict at one split merge into the newest. A merged breach or tight window keeps the
-    lowest rate any of them refused from: the newest alone may have run at a higher rate, and a pod
-    just below it would take the share that ran tight at its own rate a window ago (mix-shift 5/s,
-    tight ITL, decode x1.3: a pod came down from (100, 70) to (90, 50) while its peers read decode 50
-    tight at lower rates, and the pool broke ITL)."""
+    Repeats of one verdict at one split merge into the newest (its time: the verdict lasts while it
+    repeats). A merged breach or tight window keeps the lowest rate any of them refused from: the
+    newest alone may have run at a higher rate, and a pod just below it would take the share that ran
+    tight at its own rate a window ago (mix-shift 5/s, tight ITL, decode x1.3: a pod came down from
+    (100, 70) to (90, 50) while its peers read decode 50 tight at lower rates, and the pool broke
+    ITL)."""
     newest: dict[tuple[float, int, bool, bool, float], ItlReading] = {}
     for r in (*readings, *new):
         if now - r.time < (TTL_WINDOWS if r.clean or r.tight else BROKEN_TTL_WINDOWS) * window_s:

@@ -94,7 +94,7 @@ with decode x1.3: 84.7 % vs 96.1 %). At 0.10 (set in the world before 4119603 ra
 faster) it held (100, 50) -> (100, 40) back where static (100, 40) wins: mix-shift 6 req/s, tight
 ITL, a pod missing TTFT predicted 0.855 -> 0.882 there at 42.5 ms. Probe, with evidence.updated's
 lowest-rate merge: 0.10 -> 0.03 took std + pert + eps 41.675 -> 41.839, mix-shift seeds 71.443 ->
-71.555, day criterion 23 of 24 either way (21 at 0.05) (estimate)."""
+71.555, day criterion 23 of 24 either way (0.05 without the merge: 21) (estimate)."""
 CANARY_FREE_ITL = 0.6
 """A move below the measured decode shares whose predicted ITL is at most this fraction of the SLO is
 not a canary (the whole pool may take it at once): a model 50 % optimistic still leaves the 10 %
