@@ -11,6 +11,7 @@ from semipd.policy.context import PoolContext
 from semipd.policy.evidence import CLEAN_RATE_REACH, ItlReading, decode_share, verdicts
 from semipd.policy.planner import plan
 from semipd.policy.splits import (
+    AT_RISK_POOL_FRACTION,
     AT_RISK_STEPS,
     CANARY_FREE_ITL,
     CANARY_GAIN,
@@ -48,6 +49,23 @@ def test_a_pod_near_the_itl_slo_gets_more_decode_before_it_breaks() -> None:
     # The window that ran tight is remembered: the share is refused at that rate, not below it.
     (reading,) = [r for r in p.state.itl_evidence["h200"] if r.tight]
     assert (reading.decode_percent, reading.rate, reading.clean) == (50, 10.0, False)
+
+
+def test_the_defence_jumps_two_steps_only_while_half_the_node_pool_reads_itl_tight() -> None:
+    # One pod of four within the margin (its peers clean): one grid step; two of four: up to two steps.
+    s = spec()
+    slo = to_seconds(s.slo.itl_p99)
+    step = s.semi_pd.step_percent
+
+    def defended(tight: int) -> set[int]:
+        pods = [pod(f"p{i}", 10.0, (90, 50), itl_p99=slo * (0.95 if i < tight else 0.895)) for i in range(4)]
+        p = plan(s, observe(pods), known(), CURRENT, POOLS)
+        assert {r for r, _ in moves(p).values()} == {"ITLAtRisk"}
+        return {c.decode_percent for c in p.splits}
+
+    assert AT_RISK_POOL_FRACTION == 0.5
+    assert defended(1) == {50 + step}
+    assert defended(2) == {50 + AT_RISK_STEPS * step}
 
 
 def test_no_itl_defence_that_gives_up_most_of_the_ttft_attainment() -> None:
