@@ -327,7 +327,7 @@ def _has_margin(run: Run, itl_p99: float) -> bool:
 
 
 def _tight_fraction(run: Run, pool: str) -> float:
-    """Fraction of the node pool's pods whose measured p99 ITL is within the measured margin of the SLO."""
+    """Fraction of the node pool's pods whose measured p99 ITL lacks the measured margin (tight or over)."""
     read = [not _has_margin(run, p.itl_p99) for p in run.obs.pods_of(pool) if p.itl_p99 is not None]
     return sum(read) / max(1, len(read))
 
