@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from semipd.api.durations import to_seconds
+from semipd.engines.sglang import ITL_BUCKETS as SGLANG_ITL_BUCKETS
+from semipd.engines.vllm import ITL_BUCKETS as VLLM_ITL_BUCKETS
 from semipd.perf import contended_shares
 from semipd.policy.context import PoolContext
 from semipd.policy.evidence import CLEAN_RATE_REACH, ItlReading, decode_share, verdicts
@@ -49,6 +51,36 @@ def test_a_pod_near_the_itl_slo_gets_more_decode_before_it_breaks() -> None:
     # The window that ran tight is remembered: the share is refused at that rate, not below it.
     (reading,) = [r for r in p.state.itl_evidence["h200"] if r.tight]
     assert (reading.decode_percent, reading.rate, reading.clean) == (50, 10.0, False)
+
+
+def test_the_margin_line_moves_to_the_slo_only_inside_a_bucket_too_wide_to_resolve_it() -> None:
+    sglang = PoolContext(H200, True, 1.0, itl_buckets=SGLANG_ITL_BUCKETS)
+    vllm = PoolContext(H200, True, 1.0, itl_buckets=VLLM_ITL_BUCKETS)
+    unknown = PoolContext(H200, True, 1.0)
+    # SGLang's 40-50 ms bucket resolves a 45 ms line for a 50 ms SLO; vLLM's 25-50 ms does not.
+    assert sglang.margin_line(0.05, MEASURED_MARGIN) == 0.05 * (1.0 - MEASURED_MARGIN)
+    assert vllm.margin_line(0.05, MEASURED_MARGIN) == 0.05
+    assert unknown.margin_line(0.05, MEASURED_MARGIN) == 0.05 * (1.0 - MEASURED_MARGIN)
+    # 60 ms: both read the 54 ms line inside 50-75 ms, whose lower edge is within twice the margin.
+    assert sglang.margin_line(0.06, MEASURED_MARGIN) == vllm.margin_line(0.06, MEASURED_MARGIN) == 0.06 * 0.9
+    # 80 ms: the 72 ms line's bucket (50-75 ms) ends below the SLO, so a reading above it is no guess.
+    assert sglang.margin_line(0.08, MEASURED_MARGIN) == 0.08 * (1.0 - MEASURED_MARGIN)
+
+
+def test_a_reading_inside_a_bucket_that_cannot_resolve_the_margin_is_not_defended() -> None:
+    s = spec(slo__itlP99="50ms")
+    near = pod("p0", 10.0, (90, 50), itl_p99=0.048)  # within the 45 ms line's margin, under the SLO
+
+    def planned(buckets: tuple[float, ...]) -> Plan:
+        pools = {**POOLS, "h200": replace(POOLS["h200"], itl_buckets=buckets)}
+        return plan(s, observe([near]), known(), CURRENT, pools)
+
+    fine, coarse = planned(SGLANG_ITL_BUCKETS), planned(VLLM_ITL_BUCKETS)
+    assert [reason for reason, _ in moves(fine).values()] == ["ITLAtRisk"]
+    assert [r.tight for r in fine.state.itl_evidence["h200"]] == [True]
+    # vLLM's 25-50 ms bucket: 48 ms is where the interpolation put the p99, not how near the SLO it is.
+    assert "ITLAtRisk" not in [reason for reason, _ in moves(coarse).values()]
+    assert [r.clean for r in coarse.state.itl_evidence["h200"]] == [True]
 
 
 def test_the_defence_jumps_two_steps_only_while_half_the_node_pool_reads_itl_tight() -> None:

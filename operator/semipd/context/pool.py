@@ -65,7 +65,8 @@ class NodePoolFacts:
         """The split facts the SLO planner needs (model, split lever, cost of one change)."""
         restart = self.capabilities.switch_mode == SwitchMode.RESTART
         cost = self.model.restart_cost() if restart else self.model.switch_cost()
-        return PoolContext(self.model, self.capabilities.supports_split, cost, restart)
+        itl_buckets = tuple(self.driver.metrics.itl_buckets)
+        return PoolContext(self.model, self.capabilities.supports_split, cost, restart, itl_buckets)
 
 
 @dataclass(frozen=True)

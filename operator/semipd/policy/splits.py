@@ -188,7 +188,7 @@ def _propose(
     # margin free (a pod's window holds a fraction of the tokens, and its p99 is interpolated inside a
     # coarse bucket) is at risk, not broken, so the defence takes only the direct lever.
     itl_broken = pod.itl_p99 > run.itl_slo and not _pool_has_room(run, pod.node_pool)
-    measured_tight = not _has_margin(run, pod.itl_p99)
+    measured_tight = not _has_margin(run, pod.node_pool, pod.itl_p99)
     # The pool's ITL scale (a median over windows) unless this pod misses ITL: one window's p99 is
     # rounded to a histogram bucket and would make the choice flip between neighbouring splits.
     pinned = est.pinned(sample, itl=itl_broken)
@@ -321,21 +321,22 @@ def _propose(
     return Proposal(pod, best, urgent, gain - cost, reason, details, prediction, fixes, canary, cur_att)
 
 
-def _has_margin(run: Run, itl_p99: float) -> bool:
-    """A measured p99 ITL (a pod's or a node pool's window) leaves the measured margin of the SLO free."""
-    return itl_p99 <= run.itl_slo * (1.0 - MEASURED_MARGIN)
+def _has_margin(run: Run, pool: str, itl_p99: float) -> bool:
+    """A measured p99 ITL (a pod's or a node pool's window) leaves the measured margin of the SLO free, as far
+    as the engine's buckets resolve it (PoolContext.margin_line)."""
+    return itl_p99 <= run.pools[pool].margin_line(run.itl_slo, MEASURED_MARGIN)
 
 
 def _tight_fraction(run: Run, pool: str) -> float:
     """Fraction of the node pool's pods whose measured p99 ITL lacks the measured margin (tight or over)."""
-    read = [not _has_margin(run, p.itl_p99) for p in run.obs.pods_of(pool) if p.itl_p99 is not None]
+    read = [not _has_margin(run, pool, p.itl_p99) for p in run.obs.pods_of(pool) if p.itl_p99 is not None]
     return sum(read) / max(1, len(read))
 
 
 def _pool_has_room(run: Run, pool: str) -> bool:
     """The node pool's measured p99 ITL has the measured margin free (unknown: it has not)."""
     obs = run.obs.pools.get(pool)
-    return obs is not None and obs.itl_p99 is not None and _has_margin(run, obs.itl_p99)
+    return obs is not None and obs.itl_p99 is not None and _has_margin(run, pool, obs.itl_p99)
 
 
 def _probes_coupling(split: tuple[int, int], current: tuple[int, int], measured_decode: int) -> bool:
@@ -405,7 +406,7 @@ def _readings(run: Run, pool: str) -> tuple[ItlReading, ...]:
         if sample is None or pod.itl_p99 is None or run.settling(pod.pod) or sample.split is None:
             continue
         share = decode_share((int(sample.split[0]), int(sample.split[1])))
-        clean = _has_margin(run, pod.itl_p99)
+        clean = _has_margin(run, pool, pod.itl_p99)
         tight = not clean and pod.itl_p99 <= run.itl_slo
         new.append(ItlReading(run.now, share, sample.rate, int(sample.split[1]), clean=clean, tight=tight))
     return updated(run.state.itl_evidence.get(pool, ()), new, run.now, run.window_s)
