@@ -39,8 +39,8 @@ class PoolContext:
         or the SLO itself where the engine's bucket holding that line starts more than twice the margin
         below the SLO and reaches it (vLLM's and MindIE's 25-50 ms for a 50 ms SLO). A p99 interpolated
         inside so wide a bucket says how much of the window fell in it, not how near the SLO its tail
-        is: pods whose true p99 was 30-40 ms read 45-49 ms and the ITL defence took their prefill share
-        (fair judge, vLLM's layout, tight ITL: Mooncake 4/s 33.9 % vs 72.6 %)."""
+        is: on mix-shift 6/s the pool's true p99 was 30-35 ms while every pod read 47-50 ms, and the ITL
+        defence took their prefill share (fair judge, vLLM's layout, tight ITL: 52.2 % vs 88.2 %)."""
         line = slo * (1.0 - margin)
         lower = max((b for b in self.itl_buckets if b < line), default=None)
         upper = min((b for b in self.itl_buckets if b >= line), default=None)
