@@ -140,10 +140,7 @@ def build(run: Run, prefix: bool) -> tuple[FleetSetup, Controller]:
         pools = tuple(replace(p, metrics=replace(p.metrics, itl_buckets=bounds)) for p in base.pools)
         base = replace(base, pools=pools)
     if name in ("ours", "ours-start-80-100", "ours-restart"):
-        ctl = PolicyController(s, name)
-        layouts = {p.name: p.metrics.itl_buckets for p in base.pools}  # what the engines export (ITL_LAYOUTS)
-        ctl.contexts = {k: replace(c, itl_buckets=layouts[k]) for k, c in ctl.contexts.items()}
-        return base, ctl
+        return base, PolicyController(s, name, itl_buckets={p.name: p.metrics.itl_buckets for p in base.pools})
     if name == "semipd-paper":
         return base, SemiPDPaperController(ttft, itl)
     if name == "semipd-code":

@@ -40,7 +40,8 @@ class PoolContext:
         below the SLO and reaches it (vLLM's and MindIE's 25-50 ms for a 50 ms SLO). A p99 interpolated
         inside so wide a bucket says how much of the window fell in it, not how near the SLO its tail
         is: on mix-shift 6/s the pool's true p99 was 30-35 ms while every pod read 47-50 ms, and the ITL
-        defence took their prefill share (fair judge, vLLM's layout, tight ITL: 52.2 % vs 88.2 %)."""
+        defence took their prefill share (fair judge, vLLM's layout, tight ITL: 52.2 % vs 88.2 %). A line
+        below the smallest edge or above the largest, or unknown edges, keep (1 - margin) x SLO."""
         line = slo * (1.0 - margin)
         lower = max((b for b in self.itl_buckets if b < line), default=None)
         upper = min((b for b in self.itl_buckets if b >= line), default=None)
