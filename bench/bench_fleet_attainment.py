@@ -122,6 +122,9 @@ class Run:
     """Of the mix-shift trace's synthesis and of the router's ties (SEEDS)."""
     itl_buckets: str = "sglang"
     """The engine's ITL histogram bucket layout the controller reads (ITL_LAYOUTS)."""
+    prior: str = "take-turns"
+    """The contention form ours' latency models assume (ContentionModel.parse): the shipped take turns,
+    or "k_p,k_d,eps" (probes only; every committed table uses the shipped prior)."""
 
 
 def build(run: Run, prefix: bool) -> tuple[FleetSetup, Controller]:
@@ -140,7 +143,8 @@ def build(run: Run, prefix: bool) -> tuple[FleetSetup, Controller]:
         pools = tuple(replace(p, metrics=replace(p.metrics, itl_buckets=bounds)) for p in base.pools)
         base = replace(base, pools=pools)
     if name in ("ours", "ours-start-80-100", "ours-restart"):
-        return base, PolicyController(s, name, itl_buckets={p.name: p.metrics.itl_buckets for p in base.pools})
+        layouts = {p.name: p.metrics.itl_buckets for p in base.pools}
+        return base, PolicyController(s, name, itl_buckets=layouts, prior=ContentionModel.parse(run.prior))
     if name == "semipd-paper":
         return base, SemiPDPaperController(ttft, itl)
     if name == "semipd-code":

@@ -6,6 +6,7 @@ with `--rev REV`, also at git revision REV (a temporary worktree), and prints bo
 
     probe_policy.py sets [std pert eps seeds] [--buckets vllm] [--static]   fixed-budget runs: SLO
                                                 per run, sum; --static: and the best static split
+                                                (every command: --prior k_p,k_d,eps, ours' contention prior)
     probe_policy.py day [--ttft 2,3]            azure-conv day sweep (peaks 11-16): the day criterion
                                                 against replica-only refs in results/fleet_cost.json
     probe_policy.py windows TRACE RATE SCALE [POLICY ...]   requests met / arrived per 60 s window
@@ -61,13 +62,21 @@ decode x1.3 world at every committed rate, seeds 0-4 (80 runs, ~3 min): one brok
 run by ~10 points, so a change is judged on the sum over draws, not one."""
 
 
+PRIOR_HELP = "the contention form ours' latency models assume: take-turns (shipped) or k_p,k_d,eps"
+
+
+def _prior(prior: str) -> dict[str, str]:
+    """fa.Run's prior argument, left out at the shipped one (revisions before it had no such field)."""
+    return {} if prior == "take-turns" else {"prior": prior}
+
+
 def _import_tree(tree: Path) -> None:
     """Import the bench and the operator package from `tree` (a worktree for --rev), not this checkout."""
     sys.path[:0] = [str(tree / "bench"), str(tree / "operator")]
 
 
 def _set_run(
-    case: tuple[Any, ...], buckets: str = "sglang", static: bool = False
+    case: tuple[Any, ...], buckets: str = "sglang", static: bool = False, prior: str = "take-turns"
 ) -> list[tuple[str, float, str, float]]:
     """Ours at both ITL scales; with `static`, also the best of the fair judge's static splits (name, SLO).
     `case`: (trace, rate, truth, eps) or, in the seeds set, (trace, rate, truth, eps, seed)."""
@@ -77,7 +86,8 @@ def _set_run(
     seed = seeded[0] if seeded else 0
     out = []
     for scale in ("tight", "paper"):
-        runs = [fa.Run(trace, policy, rate, scale, eps=eps, truth=truth, itl_buckets=buckets, seed=seed)
+        kw = {"eps": eps, "truth": truth, "itl_buckets": buckets, "seed": seed, **_prior(prior)}
+        runs = [fa.Run(trace, policy, rate, scale, **kw)
                 for policy in ("ours", *(f"static-{x}-{y}" for x, y in fa.STATIC_SPLITS if static))]  # fmt: skip
         scores = {run.policy: float(fa.run_one(run)[0]["slo"]) for run in runs}
         key = f"{trace} {rate:g} {scale} x{truth[0]:g}/{truth[1]:g} eps {eps:g}" + (f" seed {seed}" if seeded else "")
@@ -123,7 +133,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     with pool:
         if args.cmd == "sets":
             cases = [c for s in args.sets for c in SETS[s]]
-            run = partial(_set_run, buckets=args.buckets, static=args.static)
+            run = partial(_set_run, buckets=args.buckets, static=args.static, prior=args.prior)
             return {"runs": [x for out in pool.map(run, cases, chunksize=1) for x in out]}
         if args.cmd == "day":
             import bench_fleet_cost as cost
@@ -141,7 +151,7 @@ def _single(args: argparse.Namespace) -> None:
     for policy in args.policies or ["ours"]:
         truth = (args.truth[0], args.truth[1])
         run = fa.Run(args.trace, policy, args.rate, args.scale, eps=args.eps, truth=truth, seed=args.seed,
-                     itl_buckets=args.buckets)  # fmt: skip
+                     itl_buckets=args.buckets, **_prior(args.prior))  # fmt: skip
         res, p99s, requests = fa.simulate(run)
         score = common.scored(requests, p99s, common.ttft_slo(args.trace), fa.itl_slo(args.scale))
         if args.cmd == "windows":
@@ -212,6 +222,7 @@ def main() -> int:
     sets = sub.add_parser("sets")
     sets.add_argument("sets", nargs="*", choices=sorted(SETS), default=["std"])
     sets.add_argument("--buckets", default="sglang", help="the engine's ITL bucket layout (fair judge ITL_LAYOUTS)")
+    sets.add_argument("--prior", default="take-turns", help=PRIOR_HELP)
     sets.add_argument("--static", action="store_true", help="also the best static split per run (6x the time)")
     day = sub.add_parser("day")
     day.add_argument("--ttft", default="1,1.5,2,3", help="TTFT SLOs (s), comma-separated")
@@ -227,6 +238,7 @@ def main() -> int:
         one.add_argument("--eps", type=float, default=0.2, help="interference")
         one.add_argument("--seed", type=int, default=0, help="mix-shift trace draw and router ties")
         one.add_argument("--buckets", default="sglang", help="the engine's ITL bucket layout (fair judge ITL_LAYOUTS)")
+        one.add_argument("--prior", default="take-turns", help=PRIOR_HELP)
     for p in (sets, day):
         p.add_argument("--rev", help="also run at this git revision, side by side")
         p.add_argument("--jobs", type=int, default=2)

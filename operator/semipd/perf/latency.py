@@ -266,7 +266,7 @@ class LatencyModel:
 
     # --- contention -------------------------------------------------------------------------------
 
-    def _corun_speeds(self, prefill_share: float | None, decode_share: float | None) -> tuple[float, float]:
+    def corun_speeds(self, prefill_share: float | None, decode_share: float | None) -> tuple[float, float]:
         """(prefill speed, decode speed) under the share-curve model, memoized; a phase that is None
         is idle, and the running one follows its own standalone curve (its speed for the idle one is 0).
 
@@ -302,7 +302,7 @@ class LatencyModel:
         if c.take_turns:
             share = contended_shares(prefill_share, decode_share)[0] if decode_share is not None else prefill_share
             return self.prefill_time(prompt_lens, share, prefix_lens)
-        speed = self._corun_speeds(prefill_share, decode_share)[0]
+        speed = self.corun_speeds(prefill_share, decode_share)[0]
         return self.prefill_time(prompt_lens, 1.0, prefix_lens) / speed
 
     def decode_batch_time(
@@ -316,7 +316,7 @@ class LatencyModel:
                 return self.decode_step_time(batch_size, kv_tokens, decode_share)
             share = contended_shares(prefill_share, decode_share)[1]
             return self.decode_step_time(batch_size, kv_tokens, share, prefill_running=True)
-        speed = self._corun_speeds(prefill_share, decode_share)[1]
+        speed = self.corun_speeds(prefill_share, decode_share)[1]
         return self.decode_step_time(batch_size, kv_tokens, 1.0) / speed
 
     # --- lifecycle costs --------------------------------------------------------------------------

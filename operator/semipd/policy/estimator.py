@@ -9,7 +9,9 @@ decode step runs at the contended share y' only while a prefill batch runs (a fr
 rho = r * l100 / x' of the time) and at its own cap y otherwise; the token-level p99 is the
 contended step once more than 1 % of the tokens are generated under contention. The model gives
 the structure and priors; observations fit a1, l100 and c, so a wrong hardware profile is
-corrected by what Prometheus actually shows.
+corrected by what Prometheus actually shows. The speeds follow the latency model's contention form:
+take turns (x' and y' as above, the shipped prior) or share curves (the co-run speeds, where x' is
+prefill's speed relative to the whole device), so a calibrated contention file can be the prior.
 """
 
 from __future__ import annotations
@@ -128,12 +130,39 @@ class Estimator:
         share = min(1.0, max(decode_share, 0.01))
         return self.model.decode_step_time(b, int(b * context), share, prefill_running=prefill_running)
 
+    def prefill_speed(self, prefill_pct: int, decode_pct: int) -> float:
+        """Prefill's speed at a split while decode runs beside it, relative to prefill alone on the whole
+        device: the contended share x' under take turns, the share curves' co-run speed otherwise."""
+        x, y = prefill_pct / 100.0, decode_pct / 100.0
+        if self.model.contention.take_turns:
+            return contended_shares(x, y)[0]
+        return self.model.corun_speeds(min(1.0, x), min(1.0, y))[0]
+
+    def _sample_speed(self, sample: Sample) -> float:
+        return self.prefill_speed(*sample.split) if sample.split is not None else sample.prefill_share
+
+    def _split_step(self, batch: float, prefill_pct: int, decode_pct: int, under_prefill: bool) -> float:
+        """The decode step at a split, with a prefill batch running beside it or not."""
+        x, y = prefill_pct / 100.0, min(1.0, decode_pct / 100.0)
+        if self.model.contention.take_turns:
+            return self._step(batch, contended_shares(x, y)[1] if under_prefill else y, under_prefill)
+        b = max(1, round(batch))
+        context = self.fit.prompt_tokens + self.fit.output_tokens / 2.0
+        return self.model.decode_batch_time(b, int(b * context), y, min(1.0, x) if under_prefill else None)
+
+    def _split_batch(self, prefill_pct: int, decode_pct: int, rate: float, under_prefill: bool) -> float:
+        """batch() at a split's own step (share curves)."""
+        batch = 1.0
+        for _ in range(6):
+            step = self._split_step(batch, prefill_pct, decode_pct, under_prefill)
+            batch = max(1.0, rate * self.fit.output_tokens * step)
+        return batch
+
     # --- predictions --------------------------------------------------------------------------------
 
     def ttft(self, prefill_pct: int, decode_pct: int, rate: float) -> float:
         """Predicted p99 TTFT (s) at split (prefill_pct, decode_pct) and per-replica arrival rate."""
-        x, _ = contended_shares(prefill_pct / 100.0, decode_pct / 100.0)
-        room = x - rate * self.l100()
+        room = self.prefill_speed(prefill_pct, decode_pct) - rate * self.l100()
         if room <= 0:
             # Saturated: the queue grows without bound. Stay finite and monotone so that more prefill
             # share still ranks as less bad (the controller must know which way to move).
@@ -149,12 +178,11 @@ class Estimator:
 
     def saturation_rate(self, prefill_pct: int, decode_pct: int) -> float:
         """Per-replica arrivals/s at which the prefill queue stops draining at a split."""
-        return contended_shares(prefill_pct / 100.0, decode_pct / 100.0)[0] / self.l100()
+        return self.prefill_speed(prefill_pct, decode_pct) / self.l100()
 
     def prefill_busy(self, prefill_pct: int, decode_pct: int, rate: float) -> float:
         """Fraction of time a prefill batch runs (0-1) at a split and per-replica arrival rate."""
-        x, _ = contended_shares(prefill_pct / 100.0, decode_pct / 100.0)
-        return min(1.0, rate * self.l100() / x)
+        return min(1.0, rate * self.l100() / self.prefill_speed(prefill_pct, decode_pct))
 
     def itl(self, prefill_pct: int, decode_pct: int, rate: float, batch: float | None = None) -> float:
         """Predicted token-level p99 ITL (s) at a split and per-replica arrival rate (or decode batch)."""
@@ -165,8 +193,13 @@ class Estimator:
             share, under_prefill = contended, True
         else:
             share, under_prefill = alone, False
-        b = batch if batch is not None else self.batch(share, rate)
-        return self.itl_scale(contended) * self._step(max(1.0, b), share, under_prefill)
+        if batch is not None:
+            b = batch
+        elif self.model.contention.take_turns:
+            b = self.batch(share, rate)
+        else:
+            b = self._split_batch(prefill_pct, decode_pct, rate, under_prefill)
+        return self.itl_scale(contended) * self._split_step(max(1.0, b), prefill_pct, decode_pct, under_prefill)
 
     def itl_scale(self, contended: float) -> float:
         """Observed / modelled ITL at a contended decode share (see Fit.itl_by_share)."""
@@ -189,7 +222,7 @@ class Estimator:
     def pinned(self, sample: Sample, itl: bool = True) -> Estimator:
         """This estimator pinned to one pod's own observation (a1 and, with `itl`, the ITL scale from
         this pod), so that it reproduces the observation at the pod's split and still ranks the others."""
-        room = sample.prefill_share - sample.rate * self.l100()
+        room = self._sample_speed(sample) - sample.rate * self.l100()
         fit = self.fit
         if room > 0:
             fit = replace(fit, a1=sample.ttft * room)
@@ -230,7 +263,7 @@ class Estimator:
         l100 = self.l100()
         limits = []
         for x, y in candidates:
-            share = contended_shares(x / 100.0, y / 100.0)[0]
+            share = self.prefill_speed(x, y)
             limits.append(
                 (min((share - self.a1() / ttft_cap) / l100, BURST_UTILIZATION * self.saturation_rate(x, y)), (x, y))
             )
@@ -263,12 +296,13 @@ def refit(model: LatencyModel, fit: Fit) -> Fit:
     # read as a tiny capacity and stop scale-out exactly when it is needed.
     samples = [s for s in fit.samples if s.ttft > 0 and math.isfinite(s.ttft) and not s.saturated]
     base = model.prefill_time([max(1, round(fit.prompt_tokens))], 1.0)
-    distinct = len({(round(s.prefill_share, 3), round(s.rate, 2)) for s in samples})
+    speeds = [_raw(model, fit)._sample_speed(s) for s in samples]
+    distinct = len({(round(x, 3), round(s.rate, 2)) for x, s in zip(speeds, samples, strict=True)})
     scales = _L100_GRID if len(samples) >= 3 and distinct >= 2 else (fit.l100_scale,)
     fitted: list[tuple[float, float, float]] = []
     for scale in scales:
         l100 = base * scale
-        g = [1.0 / (s.prefill_share - s.rate * l100) for s in samples if s.prefill_share > s.rate * l100]
+        g = [1.0 / (x - s.rate * l100) for x, s in zip(speeds, samples, strict=True) if x > s.rate * l100]
         if len(g) < len(samples) or not g:
             continue
         # Least squares on relative error: minimise sum((a*g - t)/t)^2.

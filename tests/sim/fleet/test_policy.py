@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from semipd.api.v1alpha1 import InferencePoolSpec
+from semipd.perf import ContentionModel
 from semipd.sim.fleet.controller import StaticController
 from semipd.sim.fleet.fleet import simulate
 from semipd.sim.fleet.policy import PolicyController
@@ -123,3 +124,13 @@ def test_restart_mode_changes_splits_one_pod_at_a_time_and_loses_nothing() -> No
     assert result.rejected == {}, "no request lost to a split change (or anything else)"
     # One pod per node pool at a time: never more than one pod out of Ready for a split change.
     assert all(ready >= members - 1 for smp in result.timeline for _, members, ready in smp.replicas.values())
+
+
+def test_a_contention_prior_replaces_only_the_planners_contention() -> None:
+    s = spec()
+    shipped = PolicyController(s).contexts["h200"]
+    calibrated = PolicyController(s, prior=ContentionModel(0.5, 0.15, 0.1)).contexts["h200"]
+    assert shipped.model.contention.take_turns
+    assert calibrated.model.contention == ContentionModel(0.5, 0.15, 0.1)
+    assert calibrated.model.model == shipped.model.model and calibrated.model.hardware == shipped.model.hardware
+    assert (calibrated.split_cost_s, calibrated.itl_buckets) == (shipped.split_cost_s, shipped.itl_buckets)

@@ -14,6 +14,7 @@ from dataclasses import replace
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.context import pool_facts
+from semipd.perf.contention import ContentionModel
 from semipd.policy.planner import PoolContext, plan
 from semipd.policy.state import ControllerState
 from semipd.sim.fleet.controller import Action, FleetView, Note, SetReplicas, SetSplit
@@ -23,15 +24,19 @@ from semipd.sim.fleet.observe import observe
 class PolicyController:
     def __init__(
         self, spec: InferencePoolSpec, name: str = "semipd-policy",
-        itl_buckets: Mapping[str, tuple[float, ...]] | None = None,
+        itl_buckets: Mapping[str, tuple[float, ...]] | None = None, prior: ContentionModel | None = None,
     ) -> None:  # fmt: skip
         """`itl_buckets`: per node pool, the ITL bucket edges its engines export where a run overrides the
-        driver's (the fair judge's layout sweep): the planner must read the layout the engines export."""
+        driver's (the fair judge's layout sweep): the planner must read the layout the engines export.
+        `prior`: the contention form the planner's latency models assume instead of the shipped one
+        (take turns), e.g. a calibrated contention file (probes of the prior; the world is set apart)."""
         self.spec = spec
         self._name = name
         self._interval = to_seconds(spec.autoscaling.interval)
         layouts = itl_buckets or {}
         contexts = pool_facts(spec).planner_contexts()
+        if prior is not None:
+            contexts = {k: replace(c, model=c.model.with_changes(contention=prior)) for k, c in contexts.items()}
         self.contexts: dict[str, PoolContext] = {
             k: replace(c, itl_buckets=layouts[k]) if k in layouts else c for k, c in contexts.items()
         }
