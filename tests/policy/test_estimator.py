@@ -101,11 +101,8 @@ def test_the_l100_fit_uses_the_priors_prefill_speed_under_share_curves() -> None
     truth = 2.0
     world = Estimator(SHARE_MODEL, Fit(l100_scale=truth, a1=0.3))
     rates = [world.saturation_rate(100, 50) * u for u in (0.2, 0.4, 0.6, 0.75, 0.85, 0.9)]
-    samples = tuple(
-        Sample(contended_shares(1.0, 0.5)[0], contended_shares(1.0, 0.5)[1], r, world.ttft(100, 50, r), None, None,
-               split=(100, 50))  # fmt: skip
-        for r in rates
-    )
+    x, y = contended_shares(1.0, 0.5)
+    samples = tuple(Sample(x, y, r, world.ttft(100, 50, r), None, None, split=(100, 50)) for r in rates)
     fitted = refit(SHARE_MODEL, Fit(samples=samples))
     assert fitted.l100_scale == pytest.approx(truth, rel=0.05)
     assert fitted.a1 == pytest.approx(0.3, rel=0.05)

@@ -132,5 +132,6 @@ def test_a_contention_prior_replaces_only_the_planners_contention() -> None:
     calibrated = PolicyController(s, prior=ContentionModel(0.5, 0.15, 0.1)).contexts["h200"]
     assert shipped.model.contention.take_turns
     assert calibrated.model.contention == ContentionModel(0.5, 0.15, 0.1)
-    assert calibrated.model.model == shipped.model.model and calibrated.model.hardware == shipped.model.hardware
+    assert calibrated.model.model == shipped.model.model
+    assert calibrated.model.hardware == shipped.model.hardware
     assert (calibrated.split_cost_s, calibrated.itl_buckets) == (shipped.split_cost_s, shipped.itl_buckets)
