@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from semipd.perf import LatencyModel, contended_shares
@@ -150,12 +150,11 @@ class Estimator:
         context = self.fit.prompt_tokens + self.fit.output_tokens / 2.0
         return self.model.decode_batch_time(b, int(b * context), y, min(1.0, x) if under_prefill else None)
 
-    def _split_batch(self, prefill_pct: int, decode_pct: int, rate: float, under_prefill: bool) -> float:
-        """batch() at a split's own step (share curves)."""
+    def _little(self, rate: float, step: Callable[[float], float]) -> float:
+        """Steady-state decode batch by Little's law: arrivals x tokens x step(batch) (fixed point)."""
         batch = 1.0
         for _ in range(6):
-            step = self._split_step(batch, prefill_pct, decode_pct, under_prefill)
-            batch = max(1.0, rate * self.fit.output_tokens * step)
+            batch = max(1.0, rate * self.fit.output_tokens * step(batch))
         return batch
 
     # --- predictions --------------------------------------------------------------------------------
@@ -170,11 +169,8 @@ class Estimator:
         return self.a1() / room
 
     def batch(self, decode_share: float, rate: float) -> float:
-        """Steady-state decode batch by Little's law: arrivals x tokens x step time (fixed point)."""
-        batch = max(1.0, rate * self.fit.output_tokens * self._step(1.0, decode_share))
-        for _ in range(5):
-            batch = max(1.0, rate * self.fit.output_tokens * self._step(batch, decode_share))
-        return batch
+        """Steady-state decode batch at a decode share (the take-turns step while a prefill runs)."""
+        return self._little(rate, lambda b: self._step(b, decode_share))
 
     def saturation_rate(self, prefill_pct: int, decode_pct: int) -> float:
         """Per-replica arrivals/s at which the prefill queue stops draining at a split."""
@@ -198,7 +194,7 @@ class Estimator:
         elif self.model.contention.take_turns:
             b = self.batch(share, rate)
         else:
-            b = self._split_batch(prefill_pct, decode_pct, rate, under_prefill)
+            b = self._little(rate, lambda b: self._split_step(b, prefill_pct, decode_pct, under_prefill))
         return self.itl_scale(contended) * self._split_step(max(1.0, b), prefill_pct, decode_pct, under_prefill)
 
     def itl_scale(self, contended: float) -> float:
@@ -296,7 +292,8 @@ def refit(model: LatencyModel, fit: Fit) -> Fit:
     # read as a tiny capacity and stop scale-out exactly when it is needed.
     samples = [s for s in fit.samples if s.ttft > 0 and math.isfinite(s.ttft) and not s.saturated]
     base = model.prefill_time([max(1, round(fit.prompt_tokens))], 1.0)
-    speeds = [_raw(model, fit)._sample_speed(s) for s in samples]
+    raw = _raw(model, fit)
+    speeds = [raw._sample_speed(s) for s in samples]
     distinct = len({(round(x, 3), round(s.rate, 2)) for x, s in zip(speeds, samples, strict=True)})
     scales = _L100_GRID if len(samples) >= 3 and distinct >= 2 else (fit.l100_scale,)
     fitted: list[tuple[float, float, float]] = []
