@@ -112,12 +112,7 @@ def chaos_operator(
 ) -> Iterator[OperatorProcess]:
     """CRDs, the namespace and an operator watching it; afterwards its log must show no thread races."""
     install_crds(cluster, gie=False)
-    cluster.kubectl("create", "namespace", namespace, check=False)
-    wait_until(
-        lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode == 0,
-        timeout=30,
-        what="default ServiceAccount",
-    )
+    cluster.ensure_namespace(namespace)
     op = OperatorProcess(cluster, namespace, workdir, resync="3s", env=env)
     op.start()
     try:

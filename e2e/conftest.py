@@ -12,9 +12,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client
 
-from e2e.harness import Cluster, wait_until
+from e2e.harness import Cluster
 
 
 def _flag(name: str) -> bool:
@@ -34,19 +33,6 @@ def cluster() -> Iterator[Cluster]:
 def namespace(cluster: Cluster) -> Iterator[str]:
     """A fresh namespace per test, deleted afterwards (deletion is not awaited)."""
     name = f"e2e-{uuid.uuid4().hex[:8]}"
-    core = cluster.core()
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    # Pods can only be admitted once the ServiceAccount controller made `default`, and their
-    # token volume needs the root CA ConfigMap the controller-manager publishes.
-    wait_until(
-        lambda: core.read_namespaced_service_account("default", name),
-        timeout=30,
-        what=f"ServiceAccount default in {name}",
-    )
-    wait_until(
-        lambda: core.read_namespaced_config_map("kube-root-ca.crt", name),
-        timeout=30,
-        what=f"ConfigMap kube-root-ca.crt in {name}",
-    )
+    cluster.ensure_namespace(name)
     yield name
-    core.delete_namespace(name)
+    cluster.core().delete_namespace(name)

@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     helm("upgrade", "--install", RELEASE, str(CHART), "-n", OPS_NS, "--create-namespace", "--values",
          str(OUT / "values.yaml"), "--wait", "--timeout", "180s")  # fmt: skip
     print(f"helm: release {RELEASE} installed in {OPS_NS}", flush=True)
-    cluster.kubectl("create", "namespace", NS, check=False)
+    cluster.ensure_namespace(NS)
     doc = yaml.safe_load(EXAMPLE.read_text())
     cluster.kubectl("apply", "-n", NS, "-f", "-", input=yaml.safe_dump(doc))
     name, slo = doc["metadata"]["name"], doc["spec"]["slo"]

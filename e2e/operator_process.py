@@ -145,14 +145,7 @@ def running_operator(
     """CRDs installed, `namespace` ready, the operator watching it; torn down (and its log checked for
     tracebacks) afterwards."""
     install_crds(cluster, gie=gie)
-    cluster.kubectl("create", "namespace", namespace, check=False)
-    # The controller manager creates the ServiceAccount; the first namespace of a cold cluster on two
-    # shared cores waits for its informers to sync (a CI run's first fixture failed at 30 s).
-    deadline = time.monotonic() + 120
-    while cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode != 0:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no default ServiceAccount in {namespace}")
-        time.sleep(0.2)
+    cluster.ensure_namespace(namespace)
     op = OperatorProcess(cluster, namespace, workdir, resync=resync, env=env)
     try:
         op.start()  # inside the try: an operator too slow to answer is stopped, not left running

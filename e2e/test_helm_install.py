@@ -165,11 +165,6 @@ def can_i(cluster: Any, verb: str, resource: str, ns: str | None) -> bool:
     return proc.stdout.strip() == "yes"
 
 
-def ensure_namespace(cluster: Any, ns: str) -> None:
-    cluster.kubectl("create", "namespace", ns, check=False)
-    wait_until(lambda: cluster.core().read_namespaced_service_account("default", ns), timeout=30, what=f"SA in {ns}")
-
-
 @pytest.fixture(scope="module")
 def helm(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
     h = Helm(cluster, tmp_path_factory.mktemp("helm"))
@@ -181,7 +176,7 @@ def helm(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hel
                         f"meta.helm.sh/release-namespace={OPS_NS}")  # fmt: skip
         cluster.kubectl("label", "crd", CRD, "--overwrite", "app.kubernetes.io/managed-by=Helm")
     for ns in (POOL_NS, OTHER_NS):
-        ensure_namespace(cluster, ns)
+        cluster.ensure_namespace(ns)
     try:
         yield h
     finally:
@@ -204,7 +199,7 @@ def installed(cluster: Any, helm: Helm, tmp_path_factory: pytest.TempPathFactory
 
 
 def test_plain_manifests_pass_a_server_side_dry_run(cluster: Any) -> None:
-    ensure_namespace(cluster, "semipd-system")
+    cluster.ensure_namespace("semipd-system")
     built = cluster.kubectl("kustomize", str(ROOT / "manifests")).stdout
     kinds = sorted(d["kind"] for d in yaml.safe_load_all(built) if d)
     assert {"Deployment", "ClusterRole", "CustomResourceDefinition"} <= set(kinds), kinds

@@ -76,9 +76,7 @@ def deployments(cluster: Any) -> list[str]:
 @pytest.fixture(scope="module")
 def operators(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[OperatorProcess]]:
     install_crds(cluster, gie=False)
-    cluster.kubectl("create", "namespace", NS, check=False)
-    wait_until(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", NS, check=False).returncode == 0,
-               timeout=30, what="default ServiceAccount")  # fmt: skip
+    cluster.ensure_namespace(NS)
     key = secrets.token_hex(32)  # one token key, as the chart's Secret gives every replica
     ops = []
     for i in range(2):

@@ -67,11 +67,7 @@ def pod(name: str, ns: str) -> dict[str, Any]:
 def installed(cluster: Any) -> Iterator[None]:
     """The chart's ServiceAccount, RBAC and admission policy (nothing else), as `helm template` renders them."""
     for ns in (OPS_NS, POOL_NS, OTHER_NS):
-        cluster.kubectl("create", "namespace", ns, check=False)
-    for ns in (OPS_NS, POOL_NS, OTHER_NS):  # pods are refused until the controller manager makes this SA
-        get_sa = ("get", "serviceaccount", "default", "-n", ns)
-        wait_until(lambda get_sa=get_sa: cluster.kubectl(*get_sa, check=False).returncode == 0,
-                   timeout=60, what=f"the default ServiceAccount in {ns}")  # fmt: skip
+        cluster.ensure_namespace(ns)
     rendered = subprocess.run(
         [str(binary("helm")), "template", RELEASE, str(CHART), "-n", OPS_NS, "--kube-version", "1.35.0",
          "--set", f"watchNamespaces={{{POOL_NS}}}"],

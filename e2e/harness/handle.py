@@ -183,6 +183,25 @@ class ClusterHandle:
         targets: list[dict[str, Any]] = r.json()["data"]["activeTargets"]
         return targets
 
+    # --- namespaces --------------------------------------------------------------------------
+
+    def ensure_namespace(self, name: str, *, timeout: float = 120) -> None:
+        """Create `name` if it is missing, then wait until pods can be admitted there: the controller
+        manager has made the `default` ServiceAccount and published `kube-root-ca.crt` (token volumes).
+        A cold cluster's first namespace, and one made soon after the controller manager restarted
+        (the control-plane chaos tests), waits for its informers to sync: at 30 s a CI run's chaos-nodes
+        fixture, right after those tests, timed out."""
+        self.kubectl("create", "namespace", name, check=False)
+        core = self.core()
+        wait_until(
+            lambda: (
+                core.read_namespaced_service_account("default", name)
+                and core.read_namespaced_config_map("kube-root-ca.crt", name)
+            ),
+            timeout=timeout,
+            what=f"ServiceAccount default and ConfigMap kube-root-ca.crt in {name}",
+        )
+
     # --- pods --------------------------------------------------------------------------------
 
     def wait_pods(
