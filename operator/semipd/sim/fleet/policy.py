@@ -33,10 +33,11 @@ class PolicyController:
         self.spec = spec
         self._name = name
         self._interval = to_seconds(spec.autoscaling.interval)
+        layouts = itl_buckets or {}
         self.contexts: dict[str, PoolContext] = {}
         for k, c in pool_facts(spec).planner_contexts().items():
             model = c.model if prior is None else c.model.with_changes(contention=prior)
-            self.contexts[k] = replace(c, model=model, itl_buckets=(itl_buckets or {}).get(k, c.itl_buckets))
+            self.contexts[k] = replace(c, model=model, itl_buckets=layouts.get(k, c.itl_buckets))
         self.state = ControllerState()
         self._notes: list[Note] = []
         self.plans = 0
