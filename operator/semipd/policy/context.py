@@ -50,6 +50,15 @@ class PoolContext:
         return slo if lower < slo * (1.0 - 2.0 * margin) - 1e-12 else line
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Why the split planner kept a pod that misses an SLO at its split (policy.explain reports it)."""
+
+    reason: str
+    """CamelCase, one of policy.explain.HOLD_TEXT."""
+    details: Mapping[str, str]
+
+
 def fmt(value: float) -> str:
     return "inf" if math.isinf(value) else f"{value:.4g}"
 
@@ -107,6 +116,10 @@ class Run:
     """Node pool -> ITL readings, this observation's included (filled by the split planner)."""
     canary: dict[str, float] = field(default_factory=dict)
     """Node pool -> time of its last canary split change (the state's, updated)."""
+    holds: dict[str, Hold] = field(default_factory=dict)
+    """Pod -> why the split planner kept it at its split while it misses an SLO (this evaluation)."""
+    held: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Pod -> (reason, time) of the last hold reported for it (the state's, updated)."""
 
     @property
     def now(self) -> float:

@@ -101,6 +101,7 @@ def plan(
         _rates(obs, spec),
         dict(state.restarted),
         {p.pod: state.first_seen.get(p.pod, obs.time) for p in obs.pods if p.ready},
+        held={p.pod: state.held[p.pod] for p in obs.pods if p.pod in state.held},
     )
     if not obs.available:
         return _hold(run, "MetricsUnavailable", obs.reason or "the metrics source did not answer")
@@ -151,6 +152,7 @@ def plan(
         predictions,
         {**state.itl_evidence, **run.evidence},
         {**state.canary, **run.canary},
+        run.held,
     )
     if unknown:
         reason, text = "NoSamples", f"no request metrics for running node pool(s) {', '.join(unknown)}; holding"

@@ -28,13 +28,15 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from functools import partial
 
 from semipd.perf import contended_shares
-from semipd.policy.context import PoolContext, Run, fmt, sample_of, split_allowed
-from semipd.policy.estimator import SATURATED_S, Estimator, Fit
+from semipd.policy.context import Hold, PoolContext, Run, fmt, sample_of, split_allowed
+from semipd.policy.estimator import Estimator, Fit
 from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, less_decode, updated, verdicts
+from semipd.policy.explain import report_holds, report_outcomes, shown
 from semipd.policy.observation import PodObservation
 from semipd.policy.rollback import undo_broken_moves
 from semipd.policy.split_gates import Proposal, canary_gate, restart_cost, restart_gate
@@ -162,12 +164,6 @@ def _score(est: Estimator, split: tuple[int, int], rate: float, ttft_slo: float)
     return att, est.ttft(*split, rate)
 
 
-def _shown(ttft: float) -> float:
-    """A saturated prediction (the queue grows without bound) is shown as inf, not the finite stand-in
-    that only keeps the ranking monotone."""
-    return math.inf if ttft >= SATURATED_S else ttft
-
-
 def _prefill_rank(split: tuple[int, int]) -> tuple[float, int, int]:
     """Order of splits by what TTFT gets: the contended prefill share, then prefill and decode alone."""
     return round(contended_shares(split[0] / 100.0, split[1] / 100.0)[0], 4), split[0], split[1]
@@ -176,7 +172,18 @@ def _prefill_rank(split: tuple[int, int]) -> tuple[float, int, int]:
 def _propose(
     run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, grow: float, canary: bool = True
 ) -> Proposal | None:
-    """The pod's best move, or None; with `canary` False, only splits whose decode share was measured."""
+    """The pod's best move, or None; with `canary` False, only splits whose decode share was measured.
+    Why a pod that misses an SLO stays goes to run.holds (policy.explain reports it)."""
+    out = _choose(run, ctx, est, pod, grow, canary)
+    if isinstance(out, Hold):
+        run.holds[pod.pod] = out
+        return None
+    return out
+
+
+def _choose(
+    run: Run, ctx: PoolContext, est: Estimator, pod: PodObservation, grow: float, canary: bool
+) -> Proposal | Hold | None:
     sample = sample_of(pod, run.window_s)
     if sample is None or pod.itl_p99 is None:
         return None  # unknown or idle: never move a split on no data
@@ -196,14 +203,27 @@ def _propose(
     itl_cap = run.itl_slo * (1.0 - ITL_MARGIN)
     seen = verdicts(run.evidence.get(pod.node_pool, ()), sample.rate, current, run.spec.semi_pd.step_percent,
                     now=run.now, window_s=run.window_s, roomy=pod.itl_p99 <= ROOMY_ITL * run.itl_slo)  # fmt: skip
-    feasible, fallback, probes, vouched, refused = [], [], set(), set(), 0
-    ttft_missed = sample.ttft > run.ttft_slo or sample.saturated
+    feasible, fallback, probes, vouched, refused = [], [], set(), set(), Counter[str]()
+    ttft_missed, observed_itl = sample.ttft > run.ttft_slo or sample.saturated, pod.itl_p99
+
+    def stay(reason: str, **numbers: str) -> Hold | None:
+        """Why a pod that misses an SLO stays at its split, with the numbers behind it (policy.explain)."""
+        if not ttft_missed and observed_itl <= run.itl_slo:
+            return None
+        counts = {f"refused{k[:1].upper()}{k[1:]}": str(n) for k, n in sorted(refused.items())}
+        return Hold(reason, {"split": f"{current[0]}/{current[1]}", "observedTTFT": fmt(sample.ttft),
+                             "observedITL": fmt(observed_itl), "rate": fmt(sample.rate),
+                             "lowestMeasuredDecode": str(seen.lowest_decode), **counts, **numbers})  # fmt: skip
+
     for c in grid(bounds(run), run.spec.semi_pd.step_percent, current):
         itl = pinned.itl(*c, ahead)
         if measured_tight and less_decode(c, current):
+            refused["nearSLONoLessDecode"] += 1
             continue  # the measured ITL has no room: never less decode, whatever the model says
-        if c != current and (seen.refusal(c, ahead) or (not canary and seen.explores(c))):
-            refused += 1  # measured ITL broke there, or it lies beyond what was measured to work
+        unmeasured = "unmeasured" if not canary and seen.explores(c) else ""
+        why = "" if c == current else seen.refusal(c, ahead) or unmeasured
+        if why:
+            refused[why] += 1  # measured ITL broke there, or it lies beyond what was measured to work
             continue
         fallback.append((itl, c))
         margin_only = not measured_tight and itl <= run.itl_slo  # over the cap by no more than its margin
@@ -247,9 +267,9 @@ def _propose(
         worst = max(cur_ttft, run.ttft_slo)
         best = min(fallback, key=lambda t: (pinned.ttft(t[1][0], t[1][1], ahead) > worst, t[0]))[1]
     else:
-        return None
+        return None  # unreachable while the current split is always a fallback
     if best == current or (not (itl_broken or at_risk) and _prefill_rank(best) <= _prefill_rank(current)):
-        return None
+        return stay("BestAllowedSplit")
     att, ttft = _score(pinned, best, ahead, run.ttft_slo)
     new_itl = pinned.itl(*best, ahead)
     hold = max(run.window_s, 4.0 * run.interval_s, HOLD_COST_MULTIPLE * ctx.split_cost_s)
@@ -268,11 +288,11 @@ def _propose(
     reason: str | None
     if itl_broken:
         if not (new_itl < (1.0 - ITL_FIX) * cur_itl or new_itl <= itl_cap):
-            return None  # a predicted ITL no lower than today's beyond rounding is no fix, only a switch
+            return stay("NoITLFix")  # a predicted ITL no lower than today's beyond rounding is no fix
         urgent, reason = True, "ITLOverSLO"
     elif at_risk:
         if ctx.restart or att - (1.0 - AT_RISK_BREACH) * cur_att < MIN_GAIN:
-            return None  # a restart is no defence of an ITL that has not broken: it takes the pod out
+            return stay("ITLDefenceNotWorth")  # a restart takes the pod out: no defence of an ITL not broken
         urgent, reason = True, "ITLAtRisk"
     elif (
         ttft_missed
@@ -296,12 +316,13 @@ def _propose(
     if canary and (reason is None or not worth):
         return _propose(run, ctx, est, pod, grow, canary=False)
     if reason is None:
-        return None
+        return stay("GainBelowCost", bestSplit=f"{best[0]}/{best[1]}", predictedTTFTBefore=fmt(shown(cur_ttft)),
+                    predictedTTFT=fmt(shown(ttft)), gainRequests=fmt(gain), costRequests=fmt(cost))  # fmt: skip
     details = {
         "observedTTFT": fmt(sample.ttft),
         "observedITL": fmt(pod.itl_p99),
-        "predictedTTFTBefore": fmt(_shown(cur_ttft)),
-        "predictedTTFT": fmt(_shown(ttft)),
+        "predictedTTFTBefore": fmt(shown(cur_ttft)),
+        "predictedTTFT": fmt(shown(ttft)),
         "predictedITLBefore": fmt(cur_itl),
         "predictedITL": fmt(new_itl),
         "attainmentBefore": fmt(cur_att),
@@ -312,7 +333,7 @@ def _propose(
         "gainRequests": fmt(gain),
         "costRequests": fmt(cost),
         "switchMode": "restart" if ctx.restart else "standby",
-        "refusedByEvidence": str(refused),
+        "refusedByEvidence": str(sum(n for k, n in refused.items() if k != "nearSLONoLessDecode")),
         "itlProbe": str(best in probes).lower(),
         "itlVouched": str(best in vouched).lower(),
     }
@@ -369,35 +390,6 @@ def _reserve(est: Estimator, current: tuple[int, int], best: tuple[int, int], ra
     return more >= RESERVE_MIN and est.itl(*best, rate * RESERVE_RATE) <= itl_room
 
 
-def _outcomes(run: Run, predictions: dict[str, Prediction]) -> None:
-    """Compare each settled split change's prediction with what the pod now shows (once)."""
-    for pod in sorted(run.obs.pods, key=lambda p: p.pod):
-        pred = predictions.get(pod.pod)
-        if pred is None or run.settling(pod.pod):
-            continue
-        sample = sample_of(pod, run.window_s)
-        if sample is None:
-            continue
-        del predictions[pod.pod]
-        run.decide(
-            "SplitOutcome",
-            "PredictionChecked",
-            f"prefill {pred.prefill_percent}%, decode {pred.decode_percent}%: predicted p99 TTFT "
-            f"{fmt(_shown(pred.ttft))}s / ITL {fmt(pred.itl)}s, "
-            f"observed {fmt(sample.ttft)}s / {fmt(pod.itl_p99 or math.nan)}s",
-            pod.node_pool,
-            pod.pod,
-            predictedTTFT=fmt(_shown(pred.ttft)),
-            observedTTFT=fmt(sample.ttft),
-            predictedITL=fmt(pred.itl),
-            observedITL=fmt(pod.itl_p99 or math.nan),
-            predictedRate=fmt(pred.rate),
-            observedRate=fmt(sample.rate),
-        )
-    for name in [p for p, pred in predictions.items() if run.now - pred.time > 10.0 * run.window_s]:
-        del predictions[name]  # the pod is gone or never showed a settled window
-
-
 def _readings(run: Run, pool: str) -> tuple[ItlReading, ...]:
     """The pool's ITL evidence with this observation's settled pod windows added."""
     new = []
@@ -416,7 +408,7 @@ def plan_splits(
     run: Run, fits: Mapping[str, Fit], last_change: dict[str, float], predictions: dict[str, Prediction]
 ) -> list[SplitChange]:
     """The split changes of this evaluation (last_change and predictions are updated in place)."""
-    _outcomes(run, predictions)
+    report_outcomes(run, predictions)
     changes = []
     for np in run.spec.node_pools:
         ctx = run.pools[np.name]
@@ -436,6 +428,7 @@ def plan_splits(
             proposals = restart_gate(run, np.name, est, proposals)
             if proposals:
                 run.restarted[np.name] = run.now
+        report_holds(run, np.name, [*undone, *(p.pod.pod for p in proposals)])
         for p in proposals:
             x0, y0 = int(p.pod.prefill_percent or 0), int(p.pod.decode_percent or 0)
             changes.append(SplitChange(p.pod.pod, np.name, p.split[0], p.split[1], (x0, y0)))

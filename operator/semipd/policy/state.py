@@ -63,6 +63,9 @@ class ControllerState:
     """Node pool -> recent measured ITL verdicts per decode share (policy.evidence)."""
     canary: Mapping[str, float] = field(default_factory=dict)
     """Node pool -> time of its last split change below every decode share measured to meet ITL."""
+    held: Mapping[str, tuple[str, float]] = field(default_factory=dict)
+    """Pod -> (reason, time) of the last SplitHeld reported for it (policy.explain: reported once per
+    reason, repeated only after a while)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ class Decision:
 
     time: float
     action: str
-    """SplitChange | SplitHeld | SplitOutcome | ScaleOut | ScaleIn | PoolFallback."""
+    """SplitChange | SplitHeld | SplitOutcome | ScaleOut | ScaleIn | PoolFallback | ..."""
     reason: str
     node_pool: str | None = None
     pod: str | None = None
@@ -114,15 +117,20 @@ def resumed(decisions: Iterable[Decision]) -> ControllerState:
     """The timers a new operator process (a restart, a new leader) takes over from the pool's published
     decision log, so it does not repeat or undo a decision early: the last split change per pod
     (cooldown), the last restart-mode change per node pool (one at a time) and the last replica change
-    per node pool. Fits and ITL evidence are relearnt; every pod settles for a window (first_seen)."""
+    per node pool, and the holds reported per pod (not reported again at once). Fits and ITL evidence
+    are relearnt; every pod settles for a window (first_seen)."""
     split: dict[str, float] = {}
     restarted: dict[str, float] = {}
     scaled: dict[str, float] = {}
+    held: dict[str, tuple[str, float]] = {}
     for d in decisions:
-        if d.action == "SplitChange" and d.pod:
+        if d.action == "SplitHeld" and d.details.get("pods"):
+            held.update((pod, (d.reason, d.time)) for pod in d.details["pods"].split(", "))
+        elif d.action == "SplitChange" and d.pod:
             split[d.pod] = max(split.get(d.pod, d.time), d.time)
+            held.pop(d.pod, None)  # the log is oldest first: a hold after the move is reported afresh
             if d.details.get("switchMode") == "restart" and d.node_pool:
                 restarted[d.node_pool] = max(restarted.get(d.node_pool, d.time), d.time)
         elif d.action in SCALE_ACTIONS and d.node_pool:
             scaled[d.node_pool] = max(scaled.get(d.node_pool, d.time), d.time)
-    return ControllerState(last_split_change=split, last_scale=scaled, restarted=restarted)
+    return ControllerState(last_split_change=split, last_scale=scaled, restarted=restarted, held=held)
