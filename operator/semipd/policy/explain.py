@@ -28,6 +28,16 @@ HOLD_TEXT = {
 }
 """Reason -> what it means, for the SplitHeld message."""
 
+REFUSAL_DETAIL = {
+    "broken": "refusedBrokenOrTight",
+    "untrusted": "refusedUntrusted",
+    "unmeasured": "refusedUnmeasured",
+    "nearSLONoLessDecode": "refusedNearSLONoLessDecode",
+}
+"""Why the planner refused candidate splits (evidence.Verdicts.refusal, and the planner's own rules) ->
+the SplitHeld detail that counts them: a split that ran ITL tight or broke it at this rate, one more than
+a grid step below the decode shares measured clean, one below them while a canary is out, and less
+decode share for a pod whose measured ITL is near the SLO."""
 HOLD_REPEAT_WINDOWS = 10.0
 """A pod's hold is reported again for the same reason only after this many SLO windows."""
 MAX_DETAIL = 256

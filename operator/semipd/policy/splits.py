@@ -36,7 +36,7 @@ from semipd.perf import contended_shares
 from semipd.policy.context import Hold, PoolContext, Run, fmt, sample_of, split_allowed
 from semipd.policy.estimator import Estimator, Fit
 from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, less_decode, updated, verdicts
-from semipd.policy.explain import report_holds, report_outcomes, shown
+from semipd.policy.explain import REFUSAL_DETAIL, report_holds, report_outcomes, shown
 from semipd.policy.observation import PodObservation
 from semipd.policy.rollback import undo_broken_moves
 from semipd.policy.split_gates import Proposal, canary_gate, restart_cost, restart_gate
@@ -210,7 +210,7 @@ def _choose(
         """Why a pod that misses an SLO stays at its split, with the numbers behind it (policy.explain)."""
         if not ttft_missed and observed_itl <= run.itl_slo:
             return None
-        counts = {f"refused{k[:1].upper()}{k[1:]}": str(n) for k, n in sorted(refused.items())}
+        counts = {REFUSAL_DETAIL[k]: str(n) for k, n in sorted(refused.items())}
         return Hold(reason, {"split": f"{current[0]}/{current[1]}", "observedTTFT": fmt(sample.ttft),
                              "observedITL": fmt(observed_itl), "rate": fmt(sample.rate),
                              "lowestMeasuredDecode": str(seen.lowest_decode), **counts, **numbers})  # fmt: skip
