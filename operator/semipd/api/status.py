@@ -118,7 +118,7 @@ class Decision(BaseModel):
     """When it was taken."""
 
     action: str = Field(max_length=64)
-    """What was done, e.g. `SplitChange`, `ScaleOut`, `ScaleIn`, `PoolFallback`, `Hold`."""
+    """What was done, e.g. `SplitChange`, `SplitHeld` (with why), `SplitOutcome`, `ScaleOut`, `ScaleIn`, `PoolFallback`."""
 
     node_pool: str | None = Field(default=None, max_length=40)
     """Node pool affected."""
