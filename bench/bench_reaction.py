@@ -114,7 +114,7 @@ def main() -> int:
     cluster = Cluster(Path(tempfile.gettempdir()) / "semipd-bench-reaction")
     started = not cluster.up(reuse=True)
     install_crds(cluster, gie=False)
-    cluster.kubectl("create", "namespace", NS, check=False)
+    cluster.ensure_namespace(NS)
     workdir = Path(tempfile.mkdtemp(prefix="semipd-reaction-"))
     op = OperatorProcess(cluster, NS, workdir, resync="5s")
     op.start()
