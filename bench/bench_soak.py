@@ -84,7 +84,7 @@ def operator_kubeconfig(cluster: Cluster, path: Path) -> Path:
     """A ServiceAccount bound to cluster-admin (the soak measures load, not RBAC) and a kubeconfig
     with its TokenRequest token, so the audit log can tell the operator's requests apart."""
     core, rbac = cluster.core(), client.RbacAuthorizationV1Api(cluster.api())
-    cluster.kubectl("create", "namespace", OPS_NS, check=False)
+    cluster.ensure_namespace(OPS_NS)
     cluster.kubectl("create", "serviceaccount", SA, "-n", OPS_NS, check=False)
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                "metadata": {"name": "semipd-soak-operator"},
@@ -346,7 +346,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     install_crds(cluster, gie=False)
     namespaces = [f"soak-{i}" for i in range(NAMESPACES)]
     for ns in namespaces:
-        cluster.kubectl("create", "namespace", ns, check=False)
+        cluster.ensure_namespace(ns)
     kubeconfig = operator_kubeconfig(cluster, workdir / "operator.kubeconfig")
     op = OperatorProcess(cluster, "", workdir, resync="30s", env={
         "KUBECONFIG": str(kubeconfig), "SEMIPD_NAMESPACES": "", "SEMIPD_POD_ANNOTATIONS": "",
