@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         helm("uninstall", RELEASE, "-n", OPS_NS, "--wait", "--timeout", "120s", check=False)
         if started_here:
             cluster.down()
-    decided = {d["action"] for d in snaps[-1]["decisions"]} if snaps else set()
+    # Over every snapshot: status keeps the last 20 decisions, and holds and outcomes may fill them by the end.
+    decided = {d["action"] for snap in snaps for d in snap["decisions"]}
     problems = [
         *([] if "SplitChange" in decided else ["no split change was made"]),
         *([] if not load.failures() else [f"{len(load.failures())} requests failed"]),
