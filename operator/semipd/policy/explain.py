@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from semipd.policy.context import Hold, Run, fmt, sample_of
 from semipd.policy.estimator import SATURATED_S
-from semipd.policy.state import Prediction
+from semipd.policy.state import POD_LIST, Prediction
 
 HOLD_TEXT = {
     "BestAllowedSplit": "the split it runs is the best one the ITL constraint and the ITL evidence allow (the "
@@ -103,17 +103,19 @@ def report_holds(run: Run, pool: str, moved: Iterable[str]) -> None:
 def _chunks(held: list[tuple[str, Hold]]) -> Iterable[list[tuple[str, Hold]]]:
     """Runs of pods whose names, joined, fit one status detail (MAX_DETAIL)."""
     out: list[tuple[str, Hold]] = []
+    width = 0
     for item in held:
-        if out and len(", ".join(name for name, _ in [*out, item])) > MAX_DETAIL:
+        if out and width + len(POD_LIST) + len(item[0]) > MAX_DETAIL:
             yield out
-            out = []
+            out, width = [], 0
+        width += (len(POD_LIST) if out else 0) + len(item[0])
         out.append(item)
     if out:
         yield out
 
 
 def _report(run: Run, pool: str, reason: str, held: list[tuple[str, Hold]]) -> None:
-    names = ", ".join(name for name, _ in held)
+    names = POD_LIST.join(name for name, _ in held)
     # One decision per reason, with the numbers of the pod furthest over the TTFT SLO: per-pod
     # decisions would fill status.decisions with one burst's holds.
     worst_name, worst = max(held, key=lambda t: float(t[1].details.get("observedTTFT", "0")))

@@ -111,6 +111,8 @@ class Plan:
 
 
 SCALE_ACTIONS = frozenset({"ScaleOut", "ScaleIn", "PoolFallback"})
+POD_LIST = ", "
+"""Separator of the pod names in a SplitHeld decision's `pods` detail (policy.explain writes it)."""
 
 
 def resumed(decisions: Iterable[Decision]) -> ControllerState:
@@ -125,7 +127,7 @@ def resumed(decisions: Iterable[Decision]) -> ControllerState:
     held: dict[str, tuple[str, float]] = {}
     for d in decisions:
         if d.action == "SplitHeld" and d.details.get("pods"):
-            held.update((pod, (d.reason, d.time)) for pod in d.details["pods"].split(", "))
+            held.update((pod, (d.reason, d.time)) for pod in d.details["pods"].split(POD_LIST))
         elif d.action == "SplitChange" and d.pod:
             split[d.pod] = max(split.get(d.pod, d.time), d.time)
             held.pop(d.pod, None)  # the log is oldest first: a hold after the move is reported afresh
