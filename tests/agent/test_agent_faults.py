@@ -5,13 +5,21 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import aiohttp
+import pytest
 
 from semipd.agent.control import ControlClient
+from semipd.agent.drivers import DRIVERS
+from semipd.agent.procs import ChildProcess
 from semipd.agent.runpaths import control_socket
+from semipd.agent.split import Split, SplitBounds
+from semipd.agent.supervision import Worker
+from semipd.agent.supervisor import Settings, Supervisor
 from semipd.sim.engine.localpod import LocalPod, PodOptions
 from semipd.sim.engine.probe import StreamResult, stream_completion
 
@@ -144,3 +152,29 @@ async def test_crash_looping_share_backs_off_and_a_new_split_rescues_its_request
     _, split = pod.admin("GET", "/v1/split")
     assert split["workerRestartsTotal"] == restarts  # the crash loop has ended
     assert (split["prefillPercent"], split["activeWorker"]["percent"]) == (60, 60)
+
+
+async def test_a_worker_that_dies_before_the_agent_records_it_active_is_still_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The owner activates a ready worker by itself when it has none and dispatches the requeued
+    # batch at once, so a replacement can crash before the agent marks it active. Its watcher
+    # then sees an inactive worker; making it active must start the replacement (CI flake, stop 36).
+    settings = Settings(
+        driver=DRIVERS["sim"], engine_argv=(), run_dir=str(tmp_path), initial=Split(40, 100), bounds=SplitBounds()
+    )
+    supervisor = Supervisor(settings, {})
+    replaced: list[int] = []
+
+    async def record(dead: Worker, attempt: int = 0) -> None:
+        replaced.append(dead.id)
+
+    monkeypatch.setattr(supervisor, "_recover_active", record)
+    child = await ChildProcess.start("prefill-worker-7", [sys.executable, "-c", "raise SystemExit(3)"], {})
+    worker = Worker(7, 40, child)
+    await supervisor._watch_worker(worker)  # it died while some other worker was the active one
+    assert replaced == []
+    supervisor._set_active(worker)
+    supervisor._recover_if_crashed(worker)  # a late watcher must not start a second replacement
+    await asyncio.sleep(0)
+    assert replaced == [7]

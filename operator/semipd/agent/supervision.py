@@ -65,6 +65,7 @@ class Worker:
     id: int
     percent: int
     child: ChildProcess
+    recovering: bool = False  # a replacement for this crashed active worker has been started
 
 
 @dataclass(frozen=True)

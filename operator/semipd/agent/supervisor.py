@@ -157,12 +157,26 @@ class Supervisor:
         if w.child.expected_exit or self._stop_requested:
             return
         log.warning("prefill worker %d (%d%%) exited with status %d", w.id, w.percent, exit_status(rc))
-        if self.active is w:
-            # Crashes in quick succession back off (a share whose workers keep dying must not spin).
-            now = time.monotonic()
-            self._crash_streak = self._crash_streak + 1 if now - self._last_crash < CRASH_STREAK_WINDOW else 0
-            self._last_crash = now
-            self._spawn(self._recover_active(w, self._crash_streak))
+        self._recover_if_crashed(w)
+
+    def _set_active(self, w: Worker) -> None:
+        self.active = w
+        # The owner can dispatch to a worker before the agent records it as active (it activates a
+        # ready worker when it has none); if it died in that gap, its watcher stood down.
+        self._recover_if_crashed(w)
+
+    def _recover_if_crashed(self, w: Worker) -> None:
+        """Start replacing `w` once, if it is the active worker and died unexpectedly."""
+        if self.active is not w or w.child.returncode is None or w.child.expected_exit or self._stop_requested:
+            return
+        if w.recovering:
+            return
+        w.recovering = True
+        # Crashes in quick succession back off (a share whose workers keep dying must not spin).
+        now = time.monotonic()
+        self._crash_streak = self._crash_streak + 1 if now - self._last_crash < CRASH_STREAK_WINDOW else 0
+        self._last_crash = now
+        self._spawn(self._recover_active(w, self._crash_streak))
 
     async def _await_control(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -267,7 +281,7 @@ class Supervisor:
                     log.error("replacing crashed prefill worker %d failed (attempt %d): %s", dead.id, attempt, e)
                     self._record_error(f"replacing crashed prefill worker {dead.id} failed: {e}", None)
                     continue
-                self.active = worker
+                self._set_active(worker)
                 log.info("replaced crashed prefill worker %d with worker %d", dead.id, worker.id)
 
     # ---- split changes -----------------------------------------------------------------------
@@ -336,7 +350,7 @@ class Supervisor:
             except SwitchFailed:
                 await self._discard(new)
                 raise
-            self.active = new
+            self._set_active(new)
             if old is not None:
                 old.child.expected_exit = True  # from here its exit is part of the switch, not a crash
         if target.decode_percent != self.split.decode_percent:
@@ -364,7 +378,7 @@ class Supervisor:
                 f"rollback could not re-activate worker {old.id}: {e}; prefill is at {new.percent}%"
             ) from e
         old.child.expected_exit = False
-        self.active = old
+        self._set_active(old)
         await self._drain_worker(new)
         await self._discard(new)
 
@@ -406,7 +420,7 @@ class Supervisor:
             await self._await_control(self.s.startup_timeout)
             worker = await self._start_worker(self.split.prefill_percent, self.s.startup_timeout)
             await self._activate(worker)
-            self.active = worker
+            self._set_active(worker)
         else:
             await self._await_engine_ready(self.s.startup_timeout)
 

@@ -49,18 +49,24 @@ class PoolClient:
             raise
         return cast(dict[str, Any], obj)
 
-    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Merge-patch `.status` through the status subresource."""
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> bool:
+        """Merge-patch `.status` through the status subresource; False if the pool is gone."""
         metrics.API_REQUESTS.labels(verb="patch-status", kind="InferencePool").inc()
-        await self._custom.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"status": status},
-            _content_type="application/merge-patch+json",
-        )
+        try:
+            await self._custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                {"status": status},
+                _content_type="application/merge-patch+json",
+            )
+        except client.ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
 
 
 class ChildClient:

@@ -129,12 +129,21 @@ def _normalized(status: dict[str, Any] | None) -> dict[str, Any]:
     return InferencePoolStatus.model_validate(status or {}).model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+def _forget(ctx: OperatorContext, key: tuple[str, str]) -> None:
+    ctx.pool_bodies.pop(key, None)
+    ctx.autoscale.pop(key, None)
+    ctx.listing_since.pop(key, None)
+
+
 async def _write_status(ctx: OperatorContext, body: dict[str, Any], result: Evaluation) -> None:
     meta = body["metadata"]
     patch = result.status_patch()
+    key = (meta["namespace"], meta["name"])
     if patch != _normalized(body.get("status")):
-        await ctx.pools.patch_status(meta["namespace"], meta["name"], patch)
-        ctx.pool_bodies[(meta["namespace"], meta["name"])] = {**body, "status": patch}
+        if not await ctx.pools.patch_status(*key, patch):
+            _forget(ctx, key)  # deleted while this evaluation ran; its children go with it (GC)
+            return
+        ctx.pool_bodies[key] = {**body, "status": patch}
     for t in result.transitions:
         kind = "Warning" if _WARN_WHEN.get(t.type) == t.new.status else "Normal"
         await ctx.events.post(body, kind, t.new.reason, f"{t.type}={t.new.status.value}: {t.new.message}")
@@ -264,9 +273,7 @@ async def reconcile(ctx: OperatorContext, namespace: str, name: str, logger: Log
         metrics.RECONCILE_QUEUE_SECONDS.observe(started - queued)
         body = ctx.pool_bodies.get((namespace, name)) or await ctx.pools.get(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            ctx.pool_bodies.pop((namespace, name), None)
-            ctx.autoscale.pop((namespace, name), None)
-            ctx.listing_since.pop((namespace, name), None)
+            _forget(ctx, (namespace, name))
             return
         meta = body["metadata"]
         now = now_rfc3339()
