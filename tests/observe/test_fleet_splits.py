@@ -46,17 +46,22 @@ def test_a_splitting_engine_whose_agent_did_not_answer_stays_unknown() -> None:
     assert observe("sim", {"p-0": (40, 100)}).prefill_percent == 40
 
 
-class RecentItl:
-    """Answers the per-pod ITL quantile over the recent window (30 s of the 60 s SLO window) with 0.07."""
+class RecentWindow:
+    """Answers over the recent window (30 s of the 60 s SLO window): the per-pod ITL quantile with 0.07
+    and the per-pod request rate with 4.0; everything else with 1.0."""
 
     async def query(self, promql: str) -> list[tuple[dict[str, str], float | None]]:
-        recent = "[30s]" in promql and "inter_token" in promql
-        return [({"pod": "p-0"}, 0.07 if recent else 1.0)]
+        if "[30s]" in promql and "inter_token" in promql:
+            return [({"pod": "p-0"}, 0.07)]
+        if "[30s]" in promql and "e2e_request_latency_seconds_count" in promql:
+            return [({"pod": "p-0"}, 4.0)]
+        return [({"pod": "p-0"}, 1.0)]
 
 
 def test_each_pod_is_also_observed_over_the_recent_window() -> None:
     spec = pool_spec("sim", slo={"window": "1m"})
-    obs = asyncio.run(observe_pool(RecentItl(), spec, "ml", {"pool": [ready_pod()]}, {"p-0": (60, 100)}, 0.0))  # type: ignore[arg-type]
+    obs = asyncio.run(observe_pool(RecentWindow(), spec, "ml", {"pool": [ready_pod()]}, {"p-0": (60, 100)}, 0.0))  # type: ignore[arg-type]
     (pod,) = obs.pods
     assert obs.recent_window_s == 30.0
     assert (pod.itl_p99_recent, pod.itl_p99) == (0.07, 1.0)
+    assert (pod.request_rate_recent, pod.request_rate) == (4.0, 1.0)

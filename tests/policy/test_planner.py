@@ -667,3 +667,26 @@ def test_a_light_pod_at_the_ttft_margin_is_not_read_as_missing_capacity() -> Non
     p = plan(_one_split(), observe([_edge_pod("p0", rate, 0.97)]), _watched(rate), CURRENT, POOLS)
     assert not [d for d in p.decisions if d.action == "ScaleOut"]
     assert p.replicas == CURRENT
+
+
+def test_a_window_that_mixes_idle_with_a_load_step_is_not_fitted_and_scales_nothing_out() -> None:
+    # The e2e flake of stop 36 (e2e/test_autoscaler.py's spec): load stepped from idle to 6 req/s; a
+    # pod's window still read about 2 req/s while its p99 TTFT (3 s) already showed the new load.
+    # Fitted, that window's amplitude leaves the h200 curves no capacity at any split, and the planner
+    # scaled out into ascend at "SLO capacity 0/s" although moving the split alone fixed the breach.
+    pinned = {"initialPrefillPercent": 30, "minPrefillPercent": 20, "maxPrefillPercent": 90, "stepPercent": 20,
+              "initialDecodePercent": 100, "minDecodePercent": 100, "maxDecodePercent": 100}  # fmt: skip
+    stepped = pod("p0", 2.0, (30, 100), ttft_p99=3.0, itl_p99=0.011)
+    fitted = plan(spec(semiPD=pinned), observe([stepped]), known(), CURRENT, POOLS)
+    assert len(fitted.state.fits["h200"].samples) == 1
+    out = [d for d in fitted.decisions if d.action == "ScaleOut"]
+    assert [(d.node_pool, d.details["supply"]) for d in out] == [("ascend", "0")]
+    rising = replace(stepped, request_rate_recent=5.0)  # the recent half of the window saw the step
+    p = plan(spec(semiPD=pinned), observe([rising]), known(), CURRENT, POOLS)
+    assert p.state.fits["h200"].samples == ()
+    assert [d for d in p.decisions if d.action == "ScaleOut"] == []
+    assert [(d.reason, d.message) for d in p.decisions if d.action == "SplitChange"] == [
+        ("TTFTOverSLO", "prefill 30% -> 90%, decode 100% -> 100%")
+    ]
+    steady = replace(stepped, request_rate_recent=2.8)  # within LOAD_STEP: an ordinary window
+    assert len(plan(spec(semiPD=pinned), observe([steady]), known(), CURRENT, POOLS).state.fits["h200"].samples) == 1

@@ -1,5 +1,6 @@
-"""The supervisor's reporting and shutdown: its status document, the pids file, and the drain on stop
-(lame duck, then what the engine holds finishes, then children stop). Standard library only."""
+"""The supervisor's start-up, reporting and shutdown: the MPS daemon it may need, its status document,
+the pids file, and the drain on stop (lame duck, then what the engine holds finishes, then children
+stop). Standard library only."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from semipd.agent import drivers, httpwire
 from semipd.agent.control import ControlError
+from semipd.agent.mps import MpsDaemon, plan_mps
 from semipd.agent.procs import exit_status
 from semipd.agent.runpaths import pids_file
-from semipd.agent.supervision import DRAINING, STOPPED, Worker
+from semipd.agent.supervision import DRAINING, STOPPED, SupervisionError, Worker
 
 if TYPE_CHECKING:
     from semipd.agent.supervisor import Supervisor
@@ -24,6 +26,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("semipd.agent")
 
 FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+async def start_mps(sup: Supervisor) -> None:
+    """Start an MPS control daemon for the children when the settings and the driver call for one."""
+    if sup.s.mps == "off" or (sup.s.mps == "auto" and not sup.driver.needs_mps):
+        return
+    plan = plan_mps(sup._child_env, sup.s.run_dir, MpsDaemon.locate())
+    if isinstance(plan, str):
+        if sup.s.mps == "on":
+            raise SupervisionError(plan)
+        log.warning("%s (driver %s would use it)", plan, sup.driver.kind)
+        return
+    sup.mps = MpsDaemon(plan)
+    await sup.mps.start()
+    sup._child_env.update(sup.mps.client_env())
+    sup.metrics.mps_daemon.set(1)
 
 
 def write_pids(sup: Supervisor) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from semipd.agent import drivers, engineprobe, lifecycle
 from semipd.agent.agentmetrics import AgentMetrics
 from semipd.agent.control import ControlClient, ControlError
-from semipd.agent.mps import MpsDaemon, plan_mps
+from semipd.agent.mps import MpsDaemon
 from semipd.agent.procs import ChildProcess, exit_status
 from semipd.agent.runpaths import control_socket
 from semipd.agent.split import Split
@@ -111,20 +111,6 @@ class Supervisor:
         return self.state in (RUNNING, SWITCHING)
 
     # ---- processes ---------------------------------------------------------------------------
-
-    async def _start_mps(self) -> None:
-        if self.s.mps == "off" or (self.s.mps == "auto" and not self.driver.needs_mps):
-            return
-        plan = plan_mps(self._child_env, self.s.run_dir, MpsDaemon.locate())
-        if isinstance(plan, str):
-            if self.s.mps == "on":
-                raise SupervisionError(plan)
-            log.warning("%s (driver %s would use it)", plan, self.driver.kind)
-            return
-        self.mps = MpsDaemon(plan)
-        await self.mps.start()
-        self._child_env.update(self.mps.client_env())
-        self.metrics.mps_daemon.set(1)
 
     async def _launch_owner(self, split: Split) -> ChildProcess:
         launch = self.driver.engine_launch(self.s.engine_argv, split, self.s.run_dir, self._child_env)
@@ -414,7 +400,7 @@ class Supervisor:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     async def _start(self) -> None:
-        await self._start_mps()
+        await lifecycle.start_mps(self)
         await self._launch_owner(self.split)
         if self.driver.switch_mode == drivers.STANDBY_SWAP:
             await self._await_control(self.s.startup_timeout)

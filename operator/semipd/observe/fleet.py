@@ -124,6 +124,7 @@ class _Queries:
         }
         self.age = f"time() - max(timestamp({metrics.running}{{{selector}}}))"
         self.itl_recent = metrics.itl_quantile(0.99, recent, by=by, selector=selector)
+        self.rate_recent = metrics.request_rate(recent, by=by, selector=selector)
 
 
 def _by_pod(result: list[tuple[Series, float | None]]) -> dict[str, float | None]:
@@ -170,11 +171,13 @@ async def observe_pool(
                 *(source.query(q.pool[k]) for k in keys),
                 source.query(q.age),
                 source.query(q.itl_recent),
+                source.query(q.rate_recent),
             )
             per_pod = {k: _by_pod(r) for k, r in zip(keys, results[: len(keys)], strict=True)}
             pool = {k: _scalar(r) for k, r in zip(keys, results[len(keys) : 2 * len(keys)], strict=True)}
-            age = _scalar(results[-2])
-            itl_recent = _by_pod(results[-1])
+            age = _scalar(results[-3])
+            itl_recent = _by_pod(results[-2])
+            rate_recent = _by_pod(results[-1])
             if age is not None:
                 ages.append(age)
             for p in ready:
@@ -196,6 +199,7 @@ async def observe_pool(
                         prefill_percent=split[0] if split else None,
                         decode_percent=split[1] if split else None,
                         itl_p99_recent=itl_recent.get(name),
+                        request_rate_recent=rate_recent.get(name),
                     )
                 )
             rate = pool["rate"]

@@ -19,6 +19,13 @@ CAPACITY_MARGIN = 0.10
 MIN_WINDOW_REQUESTS = 20.0
 """Finished requests a pod's window must hold before its p99s drive a split move or a fit (a p99 of a
 handful of requests is noise; Semi-PD's own controller waits for 400)."""
+LOAD_STEP = 1.5
+"""A pod whose finished-request rate over the recent window is this many times its whole window's has
+just taken a load step: the window's p99 TTFT already shows the new load while its rate still averages
+in the old. Fitted, such a window inflates the TTFT amplitude until the curves credit the pool no
+capacity at all (an e2e step from idle to 6 req/s read about 2 req/s at p99 TTFT 2-3 s and scaled out
+into the other pool although the split alone fixed it). Steady Poisson load crosses 1.5 only when the
+recent half holds three times the older half's arrivals (estimate)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,12 @@ def sample_of(pod: PodObservation, window_s: float) -> Sample | None:
     x, y = contended_shares(pod.prefill_percent / 100.0, pod.decode_percent / 100.0)
     split = (pod.prefill_percent, pod.decode_percent)
     return Sample(x, y, pod.request_rate, pod.ttft_p99, pod.itl_p99, pod.running, pod.queued, split)
+
+
+def load_rising(pod: PodObservation) -> bool:
+    """The pod's window mixes an older, lighter load with the one it serves now (see LOAD_STEP)."""
+    recent, whole = pod.request_rate_recent, pod.request_rate
+    return recent is not None and whole is not None and recent > LOAD_STEP * whole
 
 
 def split_allowed(spec: InferencePoolSpec, ctx: PoolContext) -> bool:

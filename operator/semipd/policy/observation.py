@@ -33,6 +33,8 @@ class PodObservation:
     itl_p99_recent: float | None = None
     """Seconds, over the observation's recent window only (Observation.recent_window_s): a move that
     broke ITL shows here before a whole window has passed."""
+    request_rate_recent: float | None = None
+    """Finished requests per second over the recent window: a load step shows here first."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ class Observation:
     reason: str = ""
     """Why the data is unavailable or stale, for the MetricsAvailable condition."""
     recent_window_s: float = 0.0
-    """The range of PodObservation.itl_p99_recent (0: not observed)."""
+    """The range of PodObservation.itl_p99_recent and request_rate_recent (0: not observed)."""
 
     def pods_of(self, node_pool: str) -> list[PodObservation]:
         return [p for p in self.pods if p.node_pool == node_pool]

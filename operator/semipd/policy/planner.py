@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec
-from semipd.policy.context import CAPACITY_MARGIN, PoolContext, Run, fmt, sample_of
+from semipd.policy.context import CAPACITY_MARGIN, PoolContext, Run, fmt, load_rising, sample_of
 from semipd.policy.estimator import Fit, refit
 from semipd.policy.observation import Observation
 from semipd.policy.replicas import FULL_HOLD_S, capacity, fallback, plan_replicas
@@ -47,7 +47,7 @@ def _refit_all(run: Run) -> dict[str, Fit]:
         changed = False
         for pod in sorted(run.obs.pods_of(np.name), key=lambda p: p.pod):
             sample = sample_of(pod, run.window_s)
-            if sample is not None and not run.settling(pod.pod):
+            if sample is not None and not run.settling(pod.pod) and not load_rising(pod):
                 fit = fit.observe(sample, prompt, output)
                 changed = True
         fits[np.name] = refit(run.pools[np.name].model, fit) if changed else fit

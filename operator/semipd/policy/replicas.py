@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import NodePool
-from semipd.policy.context import CAPACITY_MARGIN, Run, fmt, headroom, sample_of, split_allowed
+from semipd.policy.context import CAPACITY_MARGIN, Run, fmt, headroom, load_rising, sample_of, split_allowed
 from semipd.policy.estimator import Estimator, Fit
 from semipd.policy.observation import NodePoolObservation
 from semipd.policy.splits import bounds, grid
@@ -77,8 +77,8 @@ def observed_shortfall(run: Run, fits: Mapping[str, Fit], caps: Mapping[str, flo
         est = Estimator(ctx.model, fits[np.name])
         for pod in run.obs.pods_of(np.name):
             sample = sample_of(pod, run.window_s)
-            if sample is None or sample.saturated or sample.split is None:
-                continue  # too little data, or a backlog (the model-doubt path scales that out)
+            if sample is None or sample.saturated or sample.split is None or load_rising(pod):
+                continue  # too little data, a backlog (the model-doubt path scales that out), a load step
             if sample.ttft <= run.ttft_slo * (1.0 - CAPACITY_MARGIN):
                 continue
             if est.prefill_busy(*sample.split, sample.rate) < BUSY_MIN:

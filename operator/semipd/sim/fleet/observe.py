@@ -79,6 +79,7 @@ def observe(view: FleetView, spec: InferencePoolSpec, quantile: float = 0.99) ->
                     prefill_percent=split[0] if split else None,
                     decode_percent=split[1] if split else None,
                     itl_p99_recent=_q(quantile, itl_b, recent_d.itl) if recent_d else None,
+                    request_rate_recent=recent_d.rate(recent_d.finished) if recent_d else None,
                 )
             )
         ttft_b = ready[0].counters.ttft.bounds
