@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from semipd.policy.explain import HOLD_REPEAT_WINDOWS, HOLD_TEXT, MAX_DETAIL
+from semipd.api.status import DETAIL_MAX_LENGTH
+from semipd.policy.explain import HOLD_REPEAT_WINDOWS, HOLD_TEXT
 from semipd.policy.observation import PodObservation
 from semipd.policy.planner import plan
 from semipd.policy.state import Decision, Plan, resumed
@@ -114,4 +115,4 @@ def test_a_long_list_of_held_pods_is_split_to_fit_a_status_detail(width: int) ->
     run_plan = plan(spec(), observe(pods), known(), CURRENT, POOLS)
     reported = [n for d in holds(run_plan) for n in d.details["pods"].split(", ")]
     assert sorted(reported) == sorted(names)
-    assert all(len(d.details["pods"]) <= MAX_DETAIL for d in holds(run_plan))
+    assert all(len(d.details["pods"]) <= DETAIL_MAX_LENGTH for d in holds(run_plan))

@@ -8,6 +8,9 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+DETAIL_MAX_LENGTH = 256
+"""Longest value of one decision detail (the policy chunks a long pod list to fit)."""
+
 # --------------------------------------------------------------------------- status
 
 
@@ -132,7 +135,7 @@ class Decision(BaseModel):
     message: str = Field(default="", max_length=1024)
     """Human-readable detail."""
 
-    details: dict[str, Annotated[str, Field(max_length=256)]] = Field(default_factory=dict, max_length=16)
+    details: dict[str, Annotated[str, Field(max_length=DETAIL_MAX_LENGTH)]] = Field(default_factory=dict, max_length=16)
     """The numbers behind the decision (observed and predicted latencies, replicas, shares)."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from semipd.api.status import DETAIL_MAX_LENGTH
 from semipd.policy.context import Hold, Run, fmt, sample_of
 from semipd.policy.estimator import SATURATED_S
 from semipd.policy.state import POD_LIST, Prediction
@@ -40,8 +41,6 @@ a grid step below the decode shares measured clean, one below them while a canar
 decode share for a pod whose measured ITL is near the SLO."""
 HOLD_REPEAT_WINDOWS = 10.0
 """A pod's hold is reported again for the same reason only after this many SLO windows."""
-MAX_DETAIL = 256
-"""Longest value of a decision's detail in status (api.status.Decision): one decision's pod list."""
 
 
 def report_outcomes(run: Run, predictions: dict[str, Prediction]) -> None:
@@ -101,11 +100,11 @@ def report_holds(run: Run, pool: str, moved: Iterable[str]) -> None:
 
 
 def _chunks(held: list[tuple[str, Hold]]) -> Iterable[list[tuple[str, Hold]]]:
-    """Runs of pods whose names, joined, fit one status detail (MAX_DETAIL)."""
+    """Runs of pods whose names, joined, fit one status detail (DETAIL_MAX_LENGTH)."""
     out: list[tuple[str, Hold]] = []
     width = 0
     for item in held:
-        if out and width + len(POD_LIST) + len(item[0]) > MAX_DETAIL:
+        if out and width + len(POD_LIST) + len(item[0]) > DETAIL_MAX_LENGTH:
             yield out
             out, width = [], 0
         width += (len(POD_LIST) if out else 0) + len(item[0])
