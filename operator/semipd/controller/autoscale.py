@@ -257,6 +257,8 @@ async def _act(
     result = replace(result, decisions=(*result.decisions, *experts))
     for d in result.decisions:
         metrics.DECISIONS.labels(namespace=namespace, pool=name, action=d.action, reason=d.reason).inc()
+        if not view.publishes(d, to_seconds(spec.slo.window)):
+            continue
         view.decisions.append(status_decision(d))
         await ctx.events.post(
             ev.body, "Normal", d.action, f"{d.reason}: {d.message}" + (f" (pod {d.pod})" if d.pod else "")

@@ -8,7 +8,9 @@ from typing import Any
 
 from semipd.api.v1alpha1 import Decision, ExpertPlacementStatus, KVCachePlacementStatus, PlacementStatus
 from semipd.controller.expertmemory import NodePoolMemory
+from semipd.policy.split_gates import GATE_HOLDS
 from semipd.policy.state import ControllerState
+from semipd.policy.state import Decision as PlanDecision
 
 MAX_DECISIONS = 20
 
@@ -35,6 +37,21 @@ class AutoscaleView:
     uid: str = ""
     """The InferencePool this view belongs to: a pool deleted and re-created under its name starts afresh."""
     next_due: float = 0.0
+    gate_holds: dict[tuple[str, str | None, str | None], float] = field(default_factory=dict)
+    """(reason, node pool, pod) -> when a gate's SplitHeld was last published."""
+
+    def publishes(self, d: PlanDecision, every_s: float) -> bool:
+        """Whether `d` goes to the decision log and Events. A gate's SplitHeld (GATE_HOLDS) does once per
+        `every_s` per node pool and pod: re-published every evaluation, a restart's minutes of holds
+        pushed the split change that started it out of the MAX_DECISIONS log."""
+        if d.action != "SplitHeld" or d.reason not in GATE_HOLDS:
+            return True
+        key = (d.reason, d.node_pool, d.pod)
+        last = self.gate_holds.get(key)
+        if last is not None and d.time - last < every_s:
+            return False
+        self.gate_holds[key] = d.time
+        return True
 
     def placement(self) -> PlacementStatus | None:
         """The placement status to publish, or None when no placement step has run yet."""

@@ -37,6 +37,10 @@ class Proposal:
     """Predicted TTFT attainment at the current split (what an ITL breach could still cost)."""
 
 
+GATE_HOLDS = frozenset({"CanaryInProgress", "RestartInProgress", "RestartNeedsCapacity"})
+"""SplitHeld reasons of the gates here: re-decided every evaluation while the gate holds (a restart
+holds for minutes), so their publication is thinned (controller.view.AutoscaleView.publishes)."""
+
 LOST_TTFT = 0.5
 """An urgent canary whose pod is predicted to meet TTFT for less than this fraction of its requests
 at its current split passes the gate while another canary is in flight: a broken ITL window can cost
