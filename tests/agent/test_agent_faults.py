@@ -7,8 +7,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -178,3 +179,39 @@ async def test_a_worker_that_dies_before_the_agent_records_it_active_is_still_re
     supervisor._recover_if_crashed(worker)  # a late watcher must not start a second replacement
     await asyncio.sleep(0)
     assert replaced == [7]
+
+
+async def test_a_replacement_that_dies_before_it_is_recorded_active_gets_its_own_replacement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The flake's path through _recover_active: the replacement starts, the owner dispatches the
+    # requeued batch to it and it dies, all before _recover_active records it as the active worker.
+    settings = Settings(
+        driver=DRIVERS["sim"], engine_argv=(), run_dir=str(tmp_path), initial=Split(40, 100), bounds=SplitBounds()
+    )
+    supervisor = Supervisor(settings, {})
+    exits = "raise SystemExit(3)"
+    crashed = Worker(1, 40, await ChildProcess.start("prefill-worker-1", [sys.executable, "-c", exits], {}))
+    replacement = Worker(2, 40, await ChildProcess.start("prefill-worker-2", [sys.executable, "-c", exits], {}))
+    await replacement.child.wait()
+
+    async def start_worker(percent: int, timeout: float) -> Worker:
+        return replacement
+
+    async def activate(w: Worker) -> None:
+        return None
+
+    spawned: list[Coroutine[Any, Any, Any]] = []
+
+    def spawn(coro: Coroutine[Any, Any, Any]) -> None:
+        spawned.append(coro)
+        coro.close()  # recorded, not run: a second replacement is not this test's subject
+
+    monkeypatch.setattr(supervisor, "_start_worker", start_worker)
+    monkeypatch.setattr(supervisor, "_activate", activate)
+    monkeypatch.setattr(supervisor, "_spawn", spawn)
+    supervisor.active = crashed
+    await supervisor._recover_active(crashed)
+    assert supervisor.active is replacement
+    assert replacement.recovering  # its replacement was started, though its watcher would stand down
+    assert len(spawned) == 1

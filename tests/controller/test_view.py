@@ -27,3 +27,10 @@ def test_pod_level_holds_and_actions_are_always_published() -> None:
         assert view.publishes(Decision(t, "SplitHeld", "BestAllowedSplit", "h200"), WINDOW)
         assert view.publishes(Decision(t, "SplitChange", "TTFTOverSLO", "h200", "p-0"), WINDOW)
         assert view.publishes(Decision(t, "ScaleOut", "SLOCapacityShort", "ascend"), WINDOW)
+
+
+def test_holds_of_pods_long_gone_are_not_remembered() -> None:
+    view = AutoscaleView()
+    for i in range(50):
+        view.publishes(Decision(i * WINDOW, "SplitHeld", "RestartNeedsCapacity", "h200", f"p-{i}"), WINDOW)
+    assert list(view.gate_holds) == [("RestartNeedsCapacity", "h200", "p-49")]

@@ -679,8 +679,7 @@ def test_a_window_that_mixes_idle_with_a_load_step_is_not_fitted_and_scales_noth
     stepped = pod("p0", 2.0, (30, 100), ttft_p99=3.0, itl_p99=0.011)
     fitted = plan(spec(semiPD=pinned), observe([stepped]), known(), CURRENT, POOLS)
     assert len(fitted.state.fits["h200"].samples) == 1
-    out = [d for d in fitted.decisions if d.action == "ScaleOut"]
-    assert [(d.node_pool, d.details["supply"]) for d in out] == [("ascend", "0")]
+    assert [d.node_pool for d in fitted.decisions if d.action == "ScaleOut"] == ["ascend"]  # why the guard
     rising = replace(stepped, request_rate_recent=5.0)  # the recent half of the window saw the step
     p = plan(spec(semiPD=pinned), observe([rising]), known(), CURRENT, POOLS)
     assert p.state.fits["h200"].samples == ()

@@ -153,9 +153,7 @@ class Supervisor:
 
     def _recover_if_crashed(self, w: Worker) -> None:
         """Start replacing `w` once, if it is the active worker and died unexpectedly."""
-        if self.active is not w or w.child.returncode is None or w.child.expected_exit or self._stop_requested:
-            return
-        if w.recovering:
+        if self.active is not w or w.recovering or w.child.returncode is None or w.child.expected_exit:
             return
         w.recovering = True
         # Crashes in quick succession back off (a share whose workers keep dying must not spin).
@@ -259,10 +257,13 @@ class Supervisor:
                     return
                 self.workers.pop(dead.id, None)
                 self.metrics.worker_restarts.inc()  # counted per restart, like a kubelet restartCount
+                worker = None
                 try:
                     worker = await self._start_worker(self.split.prefill_percent, self.s.switch_timeout)
                     await self._activate(worker)
                 except SupervisionError as e:
+                    if worker is not None:
+                        await self._discard(worker)  # started but not activated: not left running
                     attempt += 1
                     log.error("replacing crashed prefill worker %d failed (attempt %d): %s", dead.id, attempt, e)
                     self._record_error(f"replacing crashed prefill worker {dead.id} failed: {e}", None)

@@ -141,7 +141,11 @@ async def _write_status(ctx: OperatorContext, body: dict[str, Any], result: Eval
     key = (meta["namespace"], meta["name"])
     if patch != _normalized(body.get("status")):
         if not await ctx.pools.patch_status(*key, patch):
-            _forget(ctx, key)  # deleted while this evaluation ran; its children go with it (GC)
+            # Deleted while this evaluation ran (its children go with it, GC); a pool re-created
+            # under the name meanwhile is another object and stays known.
+            cached = ctx.pool_bodies.get(key)
+            if cached is None or cached.get("metadata", {}).get("uid") == meta.get("uid"):
+                _forget(ctx, key)
             return
         ctx.pool_bodies[key] = {**body, "status": patch}
     for t in result.transitions:

@@ -50,6 +50,8 @@ class AutoscaleView:
         last = self.gate_holds.get(key)
         if last is not None and d.time - last < every_s:
             return False
+        # Keyed by pod too: entries of pods long gone must not pile up.
+        self.gate_holds = {k: t for k, t in self.gate_holds.items() if d.time - t < every_s}
         self.gate_holds[key] = d.time
         return True
 

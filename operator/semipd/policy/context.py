@@ -24,8 +24,8 @@ LOAD_STEP = 1.5
 just taken a load step: the window's p99 TTFT already shows the new load while its rate still averages
 in the old. Fitted, such a window inflates the TTFT amplitude until the curves credit the pool no
 capacity at all (an e2e step from idle to 6 req/s read about 2 req/s at p99 TTFT 2-3 s and scaled out
-into the other pool although the split alone fixed it). Steady Poisson load crosses 1.5 only when the
-recent half holds three times the older half's arrivals (estimate)."""
+into the other pool although the split alone fixed it). Under steady load the recent rate crosses 1.5x
+the window's only by chance; such a window is merely left out of the fit (estimate)."""
 
 
 @dataclass(frozen=True)

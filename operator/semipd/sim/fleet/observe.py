@@ -2,10 +2,10 @@
 
 Per ready pod and per node pool: p99 TTFT and ITL as `histogram_quantile(0.99, sum by (le)
 (rate(<hist>_bucket[window])))` over the engine's own bucket edges (what the shipped planner sees
-in production, bucket quantization included), per pod also p99 ITL over the recent window,
-finished-request and token rates from counter increases, running/queued/KV gauges from the last
-scrape, splits from the agents. Missing data is None, never zero (a pod without two scrapes in the
-window has no rate series).
+in production, bucket quantization included), per pod also p99 ITL and the finished-request rate
+over the recent window, finished-request and token rates from counter increases, running/queued/KV
+gauges from the last scrape, splits from the agents. Missing data is None, never zero (a pod without
+two scrapes in the window has no rate series).
 """
 
 from __future__ import annotations
