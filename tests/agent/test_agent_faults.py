@@ -155,24 +155,35 @@ async def test_crash_looping_share_backs_off_and_a_new_split_rescues_its_request
     assert (split["prefillPercent"], split["activeWorker"]["percent"]) == (60, 60)
 
 
+def bare_supervisor(run_dir: Path) -> Supervisor:
+    """A supervisor of the sim driver at (40, 100) with nothing started (its methods driven by hand)."""
+    settings = Settings(
+        driver=DRIVERS["sim"], engine_argv=(), run_dir=str(run_dir), initial=Split(40, 100), bounds=SplitBounds()
+    )
+    return Supervisor(settings, {})
+
+
+async def exited_worker(wid: int) -> Worker:
+    """A prefill worker of 40 % whose process has already exited with status 3."""
+    child = await ChildProcess.start(f"prefill-worker-{wid}", [sys.executable, "-c", "raise SystemExit(3)"], {})
+    await child.wait()
+    return Worker(wid, 40, child)
+
+
 async def test_a_worker_that_dies_before_the_agent_records_it_active_is_still_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The owner activates a ready worker by itself when it has none and dispatches the requeued
     # batch at once, so a replacement can crash before the agent marks it active. Its watcher
     # then sees an inactive worker; making it active must start the replacement (CI flake, stop 36).
-    settings = Settings(
-        driver=DRIVERS["sim"], engine_argv=(), run_dir=str(tmp_path), initial=Split(40, 100), bounds=SplitBounds()
-    )
-    supervisor = Supervisor(settings, {})
+    supervisor = bare_supervisor(tmp_path)
     replaced: list[int] = []
 
     async def record(dead: Worker, attempt: int = 0) -> None:
         replaced.append(dead.id)
 
     monkeypatch.setattr(supervisor, "_recover_active", record)
-    child = await ChildProcess.start("prefill-worker-7", [sys.executable, "-c", "raise SystemExit(3)"], {})
-    worker = Worker(7, 40, child)
+    worker = await exited_worker(7)
     await supervisor._watch_worker(worker)  # it died while some other worker was the active one
     assert replaced == []
     supervisor._set_active(worker)
@@ -186,14 +197,8 @@ async def test_a_replacement_that_dies_before_it_is_recorded_active_gets_its_own
 ) -> None:
     # The flake's path through _recover_active: the replacement starts, the owner dispatches the
     # requeued batch to it and it dies, all before _recover_active records it as the active worker.
-    settings = Settings(
-        driver=DRIVERS["sim"], engine_argv=(), run_dir=str(tmp_path), initial=Split(40, 100), bounds=SplitBounds()
-    )
-    supervisor = Supervisor(settings, {})
-    exits = "raise SystemExit(3)"
-    crashed = Worker(1, 40, await ChildProcess.start("prefill-worker-1", [sys.executable, "-c", exits], {}))
-    replacement = Worker(2, 40, await ChildProcess.start("prefill-worker-2", [sys.executable, "-c", exits], {}))
-    await replacement.child.wait()
+    supervisor = bare_supervisor(tmp_path)
+    crashed, replacement = await exited_worker(1), await exited_worker(2)
 
     async def start_worker(percent: int, timeout: float) -> Worker:
         return replacement
