@@ -203,8 +203,8 @@ async def test_a_replacement_that_dies_before_it_is_recorded_active_gets_its_own
     async def start_worker(percent: int, timeout: float) -> Worker:
         return replacement
 
-    async def activate(w: Worker) -> None:
-        return None
+    async def activate(wid: int) -> None:
+        return None  # the owner accepts it
 
     spawned: list[Coroutine[Any, Any, Any]] = []
 
@@ -213,7 +213,7 @@ async def test_a_replacement_that_dies_before_it_is_recorded_active_gets_its_own
         coro.close()  # recorded, not run: a second replacement is not this test's subject
 
     monkeypatch.setattr(supervisor, "_start_worker", start_worker)
-    monkeypatch.setattr(supervisor, "_activate", activate)
+    monkeypatch.setattr(supervisor.control, "activate", activate)
     monkeypatch.setattr(supervisor, "_spawn", spawn)
     supervisor.active = crashed
     await supervisor._recover_active(crashed)

@@ -219,10 +219,13 @@ class Supervisor:
         self._write_pids()
 
     async def _activate(self, w: Worker) -> None:
+        """Activate `w` in the decode owner and record it active; a worker the owner refused is stopped."""
         try:
             await self.control.activate(w.id)
         except ControlError as e:
+            await self._discard(w)
             raise SwitchFailed(f"activating prefill worker {w.id} failed: {e}") from e
+        self._set_active(w)
 
     async def _drain_worker(self, w: Worker) -> None:
         """Wait until the owner reports no in-flight batch on `w` (bounded; a killed batch is requeued)."""
@@ -257,18 +260,14 @@ class Supervisor:
                     return
                 self.workers.pop(dead.id, None)
                 self.metrics.worker_restarts.inc()  # counted per restart, like a kubelet restartCount
-                worker = None
                 try:
                     worker = await self._start_worker(self.split.prefill_percent, self.s.switch_timeout)
                     await self._activate(worker)
                 except SupervisionError as e:
-                    if worker is not None:
-                        await self._discard(worker)  # started but not activated: not left running
                     attempt += 1
                     log.error("replacing crashed prefill worker %d failed (attempt %d): %s", dead.id, attempt, e)
                     self._record_error(f"replacing crashed prefill worker {dead.id} failed: {e}", None)
                     continue
-                self._set_active(worker)
                 log.info("replaced crashed prefill worker %d with worker %d", dead.id, worker.id)
 
     # ---- split changes -----------------------------------------------------------------------
@@ -332,12 +331,7 @@ class Supervisor:
         new: Worker | None = None
         if target.prefill_percent != self.split.prefill_percent:
             new = await self._start_worker(target.prefill_percent, self.s.switch_timeout)
-            try:
-                await self._activate(new)
-            except SwitchFailed:
-                await self._discard(new)
-                raise
-            self._set_active(new)
+            await self._activate(new)
             if old is not None:
                 old.child.expected_exit = True  # from here its exit is part of the switch, not a crash
         if target.decode_percent != self.split.decode_percent:
@@ -407,7 +401,6 @@ class Supervisor:
             await self._await_control(self.s.startup_timeout)
             worker = await self._start_worker(self.split.prefill_percent, self.s.startup_timeout)
             await self._activate(worker)
-            self._set_active(worker)
         else:
             await self._await_engine_ready(self.s.startup_timeout)
 

@@ -255,9 +255,10 @@ async def _act(
     # push protocol per node pool (docs/architecture.md), fed the same resolved facts.
     experts = await place_experts(ctx, ev.body, spec, ev.facts, ev.source, ev.pods_by_np, ev.token, view, now)
     result = replace(result, decisions=(*result.decisions, *experts))
+    window = to_seconds(spec.slo.window)
     for d in result.decisions:
         metrics.DECISIONS.labels(namespace=namespace, pool=name, action=d.action, reason=d.reason).inc()
-        if not view.publishes(d, to_seconds(spec.slo.window)):
+        if not view.publishes(d, window):
             continue
         view.decisions.append(status_decision(d))
         await ctx.events.post(
