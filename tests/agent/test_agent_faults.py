@@ -19,7 +19,7 @@ from semipd.agent.drivers import DRIVERS
 from semipd.agent.procs import ChildProcess
 from semipd.agent.runpaths import control_socket
 from semipd.agent.split import Split, SplitBounds
-from semipd.agent.supervision import Worker
+from semipd.agent.supervision import SwitchFailed, Worker
 from semipd.agent.supervisor import Settings, Supervisor
 from semipd.sim.engine.localpod import LocalPod, PodOptions
 from semipd.sim.engine.probe import StreamResult, stream_completion
@@ -220,3 +220,43 @@ async def test_a_replacement_that_dies_before_it_is_recorded_active_gets_its_own
     assert supervisor.active is replacement
     assert replacement.recovering  # its replacement was started, though its watcher would stand down
     assert len(spawned) == 1
+
+
+async def test_a_standby_worker_that_dies_once_active_rolls_back_to_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The new worker is activated and the owner dispatches to it at once; if it dies there, the old
+    # worker (still running) takes over again instead of being drained and stopped.
+    supervisor = bare_supervisor(tmp_path)
+    old = Worker(
+        0, 40, await ChildProcess.start("prefill-worker-0", [sys.executable, "-c", "import time; time.sleep(60)"], {})
+    )
+    new = await exited_worker(1)
+    new.percent = 60
+    activated: list[int] = []
+
+    async def start_worker(percent: int, timeout: float) -> Worker:
+        supervisor.workers[new.id] = new
+        return new
+
+    async def activate(wid: int) -> None:
+        activated.append(wid)
+
+    def spawn(coro: Coroutine[Any, Any, Any]) -> None:
+        coro.close()  # the dead worker's replacement task: it would find the old worker active and stop
+
+    monkeypatch.setattr(supervisor, "_start_worker", start_worker)
+    monkeypatch.setattr(supervisor.control, "activate", activate)
+    monkeypatch.setattr(supervisor, "_spawn", spawn)
+    supervisor.active, supervisor.workers = old, {old.id: old}
+    try:
+        with pytest.raises(SwitchFailed, match="prefill stays at 40%"):
+            await supervisor._switch_standby(Split(60, 100))
+        assert activated == [1, 0]
+        assert supervisor.active is old
+        assert old.child.returncode is None
+        assert not old.child.expected_exit
+        assert supervisor.split == Split(40, 100)
+        assert list(supervisor.workers) == [0]
+    finally:
+        await old.child.stop(1.0)

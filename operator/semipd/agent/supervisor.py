@@ -341,6 +341,14 @@ class Supervisor:
                 await self._roll_back_prefill(old, new)
                 raise SwitchFailed(f"setting decode share {target.decode_percent}% failed: {e}") from e
         if new is not None and old is not None:
+            if new.child.returncode is not None:
+                # The new worker died once active while the old one still runs: go back to it rather
+                # than stop the old one and leave prefill to a restart.
+                self.split = Split(self.split.prefill_percent, target.decode_percent)
+                await self._roll_back_prefill(old, new)
+                raise SwitchFailed(
+                    f"prefill worker {new.id} ({new.percent}%) exited once active; prefill stays at {old.percent}%"
+                )
             await self._drain_worker(old)
             await self._discard(old)
         self.split = target
