@@ -260,3 +260,35 @@ async def test_a_standby_worker_that_dies_once_active_rolls_back_to_the_old_one(
         assert list(supervisor.workers) == [0]
     finally:
         await old.child.stop(1.0)
+
+
+async def test_a_standby_switch_whose_old_worker_is_gone_too_keeps_the_new_share_and_replaces_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With nothing to go back to, the switch completes and crash recovery replaces the new worker at
+    # the new share (the message must not claim the old share stays).
+    supervisor = bare_supervisor(tmp_path)
+    old, new = await exited_worker(0), await exited_worker(1)
+    new.percent = 60
+    recoveries: list[Coroutine[Any, Any, Any]] = []
+
+    async def start_worker(percent: int, timeout: float) -> Worker:
+        supervisor.workers[new.id] = new
+        return new
+
+    async def activate(wid: int) -> None:
+        return None
+
+    def spawn(coro: Coroutine[Any, Any, Any]) -> None:
+        recoveries.append(coro)
+        coro.close()
+
+    monkeypatch.setattr(supervisor, "_start_worker", start_worker)
+    monkeypatch.setattr(supervisor.control, "activate", activate)
+    monkeypatch.setattr(supervisor, "_spawn", spawn)
+    supervisor.active, supervisor.workers = old, {old.id: old}
+    await supervisor._switch_standby(Split(60, 100))
+    assert supervisor.split == Split(60, 100)
+    assert supervisor.active is new
+    assert list(supervisor.workers) == [1]
+    assert len(recoveries) == 1  # the dead new worker's replacement, started once

@@ -341,9 +341,8 @@ class Supervisor:
                 await self._roll_back_prefill(old, new)
                 raise SwitchFailed(f"setting decode share {target.decode_percent}% failed: {e}") from e
         if new is not None and old is not None:
-            if new.child.returncode is not None:
-                # The new worker died once active while the old one still runs: go back to it rather
-                # than stop the old one and leave prefill to a restart.
+            if new.child.returncode is not None and old.child.returncode is None:
+                # The new worker died once active while the old one runs: go back to it, not to a restart.
                 self.split = Split(self.split.prefill_percent, target.decode_percent)
                 await self._roll_back_prefill(old, new)
                 raise SwitchFailed(
@@ -363,6 +362,7 @@ class Supervisor:
             await self.control.activate(old.id)
         except ControlError as e:
             self.split = Split(new.percent, self.split.decode_percent)
+            await self._discard(old)  # the new worker stays; the old one must not run on unwatched
             raise SwitchFailed(
                 f"rollback could not re-activate worker {old.id}: {e}; prefill is at {new.percent}%"
             ) from e
