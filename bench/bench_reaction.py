@@ -16,7 +16,6 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from e2e.fleet_load import LoadDriver, PoissonArrivals  # noqa: E402
 from e2e.harness import Cluster, wait_until  # noqa: E402
 from e2e.operator_process import OperatorProcess, install_crds  # noqa: E402
 from semipd.controller.agents import ready_pod_ips  # noqa: E402
+from semipd.controller.timestamps import epoch_of  # noqa: E402
 from semipd.controller.tokens import pool_token  # noqa: E402
 
 NS = "bench-reaction"
@@ -79,8 +79,8 @@ def scale_out_decided(cluster: Cluster, name: str, since: float) -> float:
     start-up took the time; NaN when none is recorded (the second pod came from an earlier ScaleOut)."""
     doc = json.loads(cluster.kubectl("get", "sipool", name, "-n", NS, "-o", "json").stdout)
     for d in doc.get("status", {}).get("decisions", []):
-        at = datetime.fromisoformat(d["time"].replace("Z", "+00:00")).timestamp()
-        if d["action"] == "ScaleOut" and at >= math.floor(since):
+        at = epoch_of(d["time"])
+        if d["action"] == "ScaleOut" and at is not None and at >= math.floor(since):
             return max(0.0, at - since)
     return math.nan
 

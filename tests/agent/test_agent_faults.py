@@ -170,6 +170,31 @@ async def exited_worker(wid: int) -> Worker:
     return Worker(wid, 40, child)
 
 
+def stub_owner(
+    supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch, started: Worker
+) -> tuple[list[int], list[Coroutine[Any, Any, Any]]]:
+    """The next worker started is `started`; the owner accepts every activation; spawned tasks (a
+    replacement's) are recorded, not run. Returns the activated worker ids and the spawned tasks."""
+    activated: list[int] = []
+    spawned: list[Coroutine[Any, Any, Any]] = []
+
+    async def start_worker(percent: int, timeout: float) -> Worker:
+        supervisor.workers[started.id] = started
+        return started
+
+    async def activate(wid: int) -> None:
+        activated.append(wid)
+
+    def spawn(coro: Coroutine[Any, Any, Any]) -> None:
+        spawned.append(coro)
+        coro.close()
+
+    monkeypatch.setattr(supervisor, "_start_worker", start_worker)
+    monkeypatch.setattr(supervisor.control, "activate", activate)
+    monkeypatch.setattr(supervisor, "_spawn", spawn)
+    return activated, spawned
+
+
 async def test_a_worker_that_dies_before_the_agent_records_it_active_is_still_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,22 +224,7 @@ async def test_a_replacement_that_dies_before_it_is_recorded_active_gets_its_own
     # requeued batch to it and it dies, all before _recover_active records it as the active worker.
     supervisor = bare_supervisor(tmp_path)
     crashed, replacement = await exited_worker(1), await exited_worker(2)
-
-    async def start_worker(percent: int, timeout: float) -> Worker:
-        return replacement
-
-    async def activate(wid: int) -> None:
-        return None  # the owner accepts it
-
-    spawned: list[Coroutine[Any, Any, Any]] = []
-
-    def spawn(coro: Coroutine[Any, Any, Any]) -> None:
-        spawned.append(coro)
-        coro.close()  # recorded, not run: a second replacement is not this test's subject
-
-    monkeypatch.setattr(supervisor, "_start_worker", start_worker)
-    monkeypatch.setattr(supervisor.control, "activate", activate)
-    monkeypatch.setattr(supervisor, "_spawn", spawn)
+    _, spawned = stub_owner(supervisor, monkeypatch, replacement)  # a second replacement is not run here
     supervisor.active = crashed
     await supervisor._recover_active(crashed)
     assert supervisor.active is replacement
@@ -233,21 +243,8 @@ async def test_a_standby_worker_that_dies_once_active_rolls_back_to_the_old_one(
     )
     new = await exited_worker(1)
     new.percent = 60
-    activated: list[int] = []
-
-    async def start_worker(percent: int, timeout: float) -> Worker:
-        supervisor.workers[new.id] = new
-        return new
-
-    async def activate(wid: int) -> None:
-        activated.append(wid)
-
-    def spawn(coro: Coroutine[Any, Any, Any]) -> None:
-        coro.close()  # the dead worker's replacement task: it would find the old worker active and stop
-
-    monkeypatch.setattr(supervisor, "_start_worker", start_worker)
-    monkeypatch.setattr(supervisor.control, "activate", activate)
-    monkeypatch.setattr(supervisor, "_spawn", spawn)
+    # The dead worker's replacement task is not run: it would find the old worker active and stop.
+    activated, _ = stub_owner(supervisor, monkeypatch, new)
     supervisor.active, supervisor.workers = old, {old.id: old}
     try:
         with pytest.raises(SwitchFailed, match="prefill stays at 40%"):
@@ -270,22 +267,7 @@ async def test_a_standby_switch_whose_old_worker_is_gone_too_keeps_the_new_share
     supervisor = bare_supervisor(tmp_path)
     old, new = await exited_worker(0), await exited_worker(1)
     new.percent = 60
-    recoveries: list[Coroutine[Any, Any, Any]] = []
-
-    async def start_worker(percent: int, timeout: float) -> Worker:
-        supervisor.workers[new.id] = new
-        return new
-
-    async def activate(wid: int) -> None:
-        return None
-
-    def spawn(coro: Coroutine[Any, Any, Any]) -> None:
-        recoveries.append(coro)
-        coro.close()
-
-    monkeypatch.setattr(supervisor, "_start_worker", start_worker)
-    monkeypatch.setattr(supervisor.control, "activate", activate)
-    monkeypatch.setattr(supervisor, "_spawn", spawn)
+    _, recoveries = stub_owner(supervisor, monkeypatch, new)
     supervisor.active, supervisor.workers = old, {old.id: old}
     await supervisor._switch_standby(Split(60, 100))
     assert supervisor.split == Split(60, 100)
