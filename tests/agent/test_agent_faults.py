@@ -14,12 +14,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from semipd.agent.control import ControlClient
+from semipd.agent.control import ControlClient, EngineState, WorkerInfo
 from semipd.agent.drivers import DRIVERS
 from semipd.agent.procs import ChildProcess
 from semipd.agent.runpaths import control_socket
 from semipd.agent.split import Split, SplitBounds
-from semipd.agent.supervision import SwitchFailed, Worker
+from semipd.agent.supervision import CrashStreak, SwitchFailed, Worker
 from semipd.agent.supervisor import Settings, Supervisor
 from semipd.sim.engine.localpod import LocalPod, PodOptions
 from semipd.sim.engine.probe import StreamResult, stream_completion
@@ -232,15 +232,19 @@ async def test_a_replacement_that_dies_before_it_is_recorded_active_gets_its_own
     assert len(spawned) == 1
 
 
+async def sleeping_worker(wid: int, seconds: float, percent: int = 40) -> Worker:
+    """A prefill worker whose process runs for `seconds`, then exits with status 3."""
+    code = f"import time; time.sleep({seconds}); raise SystemExit(3)"
+    return Worker(wid, percent, await ChildProcess.start(f"prefill-worker-{wid}", [sys.executable, "-c", code], {}))
+
+
 async def test_a_standby_worker_that_dies_once_active_rolls_back_to_the_old_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The new worker is activated and the owner dispatches to it at once; if it dies there, the old
     # worker (still running) takes over again instead of being drained and stopped.
     supervisor = bare_supervisor(tmp_path)
-    old = Worker(
-        0, 40, await ChildProcess.start("prefill-worker-0", [sys.executable, "-c", "import time; time.sleep(60)"], {})
-    )
+    old = await sleeping_worker(0, 60)
     new = await exited_worker(1)
     new.percent = 60
     # The dead worker's replacement task is not run: it would find the old worker active and stop.
@@ -274,3 +278,44 @@ async def test_a_standby_switch_whose_old_worker_is_gone_too_keeps_the_new_share
     assert supervisor.active is new
     assert list(supervisor.workers) == [1]
     assert len(recoveries) == 1  # the dead new worker's replacement, started once
+
+
+async def test_a_standby_worker_that_dies_while_the_old_one_drains_rolls_back_and_is_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The old worker still has a batch in flight when the new one dies: the drain stops waiting, the
+    # old worker takes over again, and the death does not lengthen the crash back-off of a later crash.
+    supervisor = bare_supervisor(tmp_path)
+    old, new = await sleeping_worker(0, 60), await sleeping_worker(1, 0.3, percent=60)
+    activated, recoveries = stub_owner(supervisor, monkeypatch, new)
+
+    async def busy_old_worker() -> EngineState:
+        return EngineState(True, new.id, 100, 1, (WorkerInfo(old.id, 40, True, 1, old.child.pid),))
+
+    monkeypatch.setattr(supervisor.control, "state", busy_old_worker)
+    supervisor.active, supervisor.workers = old, {old.id: old}
+    watcher = asyncio.ensure_future(supervisor._watch_worker(new))  # what _start_worker starts
+    try:
+        with pytest.raises(SwitchFailed, match="prefill stays at 40%"):
+            await asyncio.wait_for(supervisor._switch_standby(Split(60, 100)), 10.0)  # drain timeout: 60 s
+        await watcher
+        assert activated == [1, 0]
+        assert supervisor.active is old
+        assert old.child.returncode is None
+        assert not old.child.expected_exit
+        assert supervisor.split == Split(40, 100)
+        assert list(supervisor.workers) == [0]
+        assert len(recoveries) == 1  # the watcher saw the active worker die; its replacement stands down
+        assert supervisor._crashes == CrashStreak()
+    finally:
+        await old.child.stop(1.0)
+
+
+def test_crash_streak_counts_quick_crashes_and_forgives_a_rolled_back_one() -> None:
+    streak = CrashStreak()
+    assert streak.record() == 0
+    assert streak.record() == 1  # within the window: one more back-off step
+    streak.forgive()
+    assert streak.count == 0
+    streak.forgive()
+    assert streak == CrashStreak()  # the next crash is a first one again

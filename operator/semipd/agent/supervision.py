@@ -1,9 +1,12 @@
-"""The supervisor's value types: settings, its errors, a prefill worker, and a switch's record.
+"""The supervisor's value types: settings, its errors, a prefill worker, a switch's record, and the
+crash back-off streak.
 
 Standard library only (the in-pod agent)."""
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,3 +85,28 @@ class SwitchRecord:
             "durationSeconds": round(self.duration, 6),
             "finishedAt": self.finished_at,
         }
+
+
+CRASH_STREAK_WINDOW = 30.0  # s: a worker crash within this long of the previous one backs off further
+
+
+@dataclass
+class CrashStreak:
+    """Active-worker crashes in quick succession: a share whose workers keep dying must not spin."""
+
+    count: int = 0
+    last: float = -math.inf
+
+    def record(self) -> int:
+        """Count a crash now; the streak (0 for the first in CRASH_STREAK_WINDOW) sets the back-off."""
+        now = time.monotonic()
+        self.count = self.count + 1 if now - self.last < CRASH_STREAK_WINDOW else 0
+        self.last = now
+        return self.count
+
+    def forgive(self) -> None:
+        """Take back the last crash: a standby switch rolled back to the old worker, nothing restarted."""
+        if self.count:
+            self.count -= 1
+        else:
+            self.last = -math.inf

@@ -2,11 +2,11 @@
 
 standby_swap: start a standby prefill worker with the new share, wait until the decode owner reports
 it attached and ready, activate it (the owner switches at a batch boundary), wait for the old worker
-to finish its in-flight batch, stop it. Any failure before activation leaves the old worker active
-(rollback). A crashed active worker is replaced with the same share; if the decode owner dies the
-agent exits with its status. restart: readiness off, wait until the engine holds no request (drain),
-relaunch the engine with the new split's env, rolling back to the old split if the new launch does
-not become healthy.
+to finish its in-flight batch, stop it. Any failure before activation, or the new worker's death before
+the old one is stopped, leaves the old worker active (rollback). A crashed active worker is replaced
+with the same share; if the decode owner dies the agent exits with its status. restart: readiness
+off, wait until the engine holds no request (drain), relaunch the engine with the new split's env,
+rolling back to the old split if the new launch does not become healthy.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from semipd.agent.supervision import (
     STARTING,
     STOPPED,
     SWITCHING,
+    CrashStreak,
     Settings,
     SupervisionError,
     SwitchFailed,
@@ -42,9 +43,6 @@ from semipd.agent.supervision import (
 )
 
 log = logging.getLogger("semipd.agent")
-
-
-CRASH_STREAK_WINDOW = 30.0  # s: a worker crash within this long of the previous one backs off further
 
 
 class Supervisor:
@@ -70,8 +68,7 @@ class Supervisor:
         self._owner_exit: int | None = None
         self._exit_override: int | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
-        self._crash_streak = 0
-        self._last_crash = -CRASH_STREAK_WINDOW
+        self._crashes = CrashStreak()
         self._publish_split()
 
     # ---- bookkeeping -------------------------------------------------------------------------
@@ -156,11 +153,7 @@ class Supervisor:
         if self.active is not w or w.recovering or w.child.returncode is None or w.child.expected_exit:
             return
         w.recovering = True
-        # Crashes in quick succession back off (a share whose workers keep dying must not spin).
-        now = time.monotonic()
-        self._crash_streak = self._crash_streak + 1 if now - self._last_crash < CRASH_STREAK_WINDOW else 0
-        self._last_crash = now
-        self._spawn(self._recover_active(w, self._crash_streak))
+        self._spawn(self._recover_active(w, self._crashes.record()))
 
     async def _await_control(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -227,10 +220,13 @@ class Supervisor:
             raise SwitchFailed(f"activating prefill worker {w.id} failed: {e}") from e
         self._set_active(w)
 
-    async def _drain_worker(self, w: Worker) -> None:
-        """Wait until the owner reports no in-flight batch on `w` (bounded; a killed batch is requeued)."""
+    async def _drain_worker(self, w: Worker, successor: Worker | None = None) -> None:
+        """Wait until the owner reports no in-flight batch on `w` (bounded; a killed batch is requeued),
+        or until `successor`, the worker taking over from it, exits."""
         deadline = time.monotonic() + self.s.worker_drain_timeout
         while w.child.returncode is None and time.monotonic() < deadline:
+            if successor is not None and successor.child.returncode is not None:
+                return
             try:
                 info = (await self.control.state()).worker(w.id)
             except ControlError as e:
@@ -341,14 +337,15 @@ class Supervisor:
                 await self._roll_back_prefill(old, new)
                 raise SwitchFailed(f"setting decode share {target.decode_percent}% failed: {e}") from e
         if new is not None and old is not None:
+            await self._drain_worker(old, successor=new)
             if new.child.returncode is not None and old.child.returncode is None:
-                # The new worker died once active while the old one runs: go back to it, not to a restart.
+                # The new worker died once active, before or while the old one drained, and the old one
+                # still runs: go back to it, not to a crash restart.
                 self.split = Split(self.split.prefill_percent, target.decode_percent)
                 await self._roll_back_prefill(old, new)
                 raise SwitchFailed(
                     f"prefill worker {new.id} ({new.percent}%) exited once active; prefill stays at {old.percent}%"
                 )
-            await self._drain_worker(old)
             await self._discard(old)
         self.split = target
 
@@ -368,6 +365,8 @@ class Supervisor:
             ) from e
         old.child.expected_exit = False
         self._set_active(old)
+        if new.recovering:
+            self._crashes.forgive()  # its replacement task stands down: the old worker is active
         await self._drain_worker(new)
         await self._discard(new)
 
