@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from e2e.fleet_load import LoadDriver, PoissonArrivals  # noqa: E402
 from e2e.harness import Cluster, wait_until  # noqa: E402
 from e2e.operator_process import OperatorProcess, install_crds  # noqa: E402
+from semipd.api.timestamps import epoch_of  # noqa: E402
 from semipd.controller.agents import ready_pod_ips  # noqa: E402
-from semipd.controller.timestamps import epoch_of  # noqa: E402
 from semipd.controller.tokens import pool_token  # noqa: E402
 
 NS = "bench-reaction"

@@ -19,6 +19,7 @@ from typing import Any
 
 from semipd.api.durations import format_seconds, to_seconds
 from semipd.api.semantics import parse_spec
+from semipd.api.timestamps import epoch_of, rfc3339
 from semipd.api.v1alpha1 import AutoscalingMode, InferencePoolSpec, KVCachePlacementStatus
 from semipd.api.v1alpha1 import Decision as StatusDecision
 from semipd.context import PoolFacts, pool_facts
@@ -29,7 +30,6 @@ from semipd.controller.experts import place_experts
 from semipd.controller.kvplacement import decide_kv_placement, publish_kv_placement
 from semipd.controller.pooltasks import PoolTasks
 from semipd.controller.promsource import choose_source
-from semipd.controller.timestamps import epoch_of, rfc3339
 from semipd.controller.tokens import pool_token
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names

@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from semipd.api.durations import to_seconds
+from semipd.api.timestamps import epoch_of, rfc3339
 from semipd.api.v1alpha1 import ExpertPlacementStatus, InferencePoolSpec
 from semipd.context import Actuation, NodePoolFacts, PoolFacts
 from semipd.controller.agents import ready_pod_ips
 from semipd.controller.expertmemory import NodePoolMemory
 from semipd.controller.plan import conflict_with
-from semipd.controller.timestamps import epoch_of, rfc3339
 from semipd.controller.view import AutoscaleView
 from semipd.desired import experts as desired
 from semipd.desired.owner import Owner

@@ -16,9 +16,9 @@ from typing import Any
 
 from kubernetes.aio.client import ApiException
 
+from semipd.api.timestamps import rfc3339
 from semipd.api.v1alpha1 import Decision, InferencePoolSpec, KVCachePlacementStatus
 from semipd.controller import metrics
-from semipd.controller.timestamps import rfc3339
 from semipd.controller.view import AutoscaleView
 from semipd.desired import names
 from semipd.desired.routing import CONTEXT_RANGE_LABEL, pod_label_patches

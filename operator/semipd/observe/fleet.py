@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from semipd.api.durations import to_seconds
+from semipd.api.timestamps import epoch_of
 from semipd.api.v1alpha1 import InferencePoolSpec
 from semipd.engines import get_driver
 from semipd.engines.promql import MetricSet
@@ -57,15 +57,6 @@ def pods_unlisted(
     return None
 
 
-def _epoch(ts: str | None) -> float | None:
-    if not ts:
-        return None
-    try:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def unschedulable(pods: Sequence[Mapping[str, Any]]) -> tuple[int, float | None]:
     """How many pods the scheduler could not place, and since when the oldest has waited."""
     count, since = 0, None
@@ -73,7 +64,7 @@ def unschedulable(pods: Sequence[Mapping[str, Any]]) -> tuple[int, float | None]
         for cond in (pod.get("status") or {}).get("conditions") or []:
             if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
                 count += 1
-                t = _epoch(cond.get("lastTransitionTime"))
+                t = epoch_of(cond.get("lastTransitionTime"))
                 if t is not None:
                     since = t if since is None else min(since, t)
     return count, since

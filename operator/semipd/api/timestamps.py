@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import calendar
 import time
+from datetime import datetime
 
 FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -13,10 +14,16 @@ def rfc3339(epoch: float) -> str:
 
 
 def epoch_of(text: str | None) -> float | None:
-    """Epoch seconds of a metav1.Time string; None when absent or not one."""
+    """Epoch seconds of a metav1.Time string (or any RFC 3339 time with a zone); None when absent or
+    not one."""
     if not text:
         return None
     try:
         return float(calendar.timegm(time.strptime(text, FORMAT)))
     except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
         return None
+    return parsed.timestamp() if parsed.tzinfo is not None else None
