@@ -4,7 +4,7 @@ The committed benches take 7-30 minutes; tuning the split controller needs answe
 few minutes, and needs them for two revisions at once. Each command runs at the working tree and,
 with `--rev REV`, also at git revision REV (a temporary worktree), and prints both side by side.
 
-    probe_policy.py sets [std pert eps seeds] [--buckets vllm] [--static]   fixed-budget runs: SLO
+    probe_policy.py sets [std pert eps seeds losses] [--buckets vllm] [--static]   fixed-budget runs: SLO
                                                 per run, sum; --static: and the best static split
                                                 (every command: --prior k_p,k_d,eps, ours' contention prior)
     probe_policy.py day [--ttft 2,3]            azure-conv day sweep (peaks 11-16): the day criterion
@@ -56,10 +56,18 @@ SETS: dict[str, list[tuple[Any, ...]]] = {
         for r in (4.0, 5.0, 6.0, 7.0)
         for seed in range(5)
     ],
+    "losses": [
+        (t, r, (1.0, 1.0), 0.2, seed)
+        for t, rates in (("azure-code", (3.0, 4.0)), ("mooncake", (3.0, 4.0)), ("mix-shift", (5.0, 6.0)))
+        for r in rates
+        for seed in range(5)
+    ],
 }
 """Cases (trace, rate, truth, eps[, seed]). seeds = draws of the mix-shift trace: the standard and the
 decode x1.3 world at every committed rate, seeds 0-4 (80 runs, ~3 min): one broken window there moves a
-run by ~10 points, so a change is judged on the sum over draws, not one."""
+run by ~10 points, so a change is judged on the sum over draws, not one. losses = the traces where ours
+trails the best static split at the tight ITL, seeds 0-4 (router ties; mix-shift's draw too): run with
+--static to see whether a gap is one draw's luck (~9 min)."""
 
 
 PRIOR_HELP = "the contention form ours' latency models assume: take-turns (shipped) or k_p,k_d,eps"
