@@ -238,6 +238,16 @@ async def sleeping_worker(wid: int, seconds: float, percent: int = 40) -> Worker
     return Worker(wid, percent, await ChildProcess.start(f"prefill-worker-{wid}", [sys.executable, "-c", code], {}))
 
 
+def assert_rolled_back(supervisor: Supervisor, old: Worker, activated: list[int]) -> None:
+    """The switch to worker 1 was undone: old worker 0 is re-activated, running, watched, and alone."""
+    assert activated == [1, 0]
+    assert supervisor.active is old
+    assert old.child.returncode is None
+    assert not old.child.expected_exit
+    assert supervisor.split == Split(40, 100)
+    assert list(supervisor.workers) == [0]
+
+
 async def test_a_standby_worker_that_dies_once_active_rolls_back_to_the_old_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -253,12 +263,7 @@ async def test_a_standby_worker_that_dies_once_active_rolls_back_to_the_old_one(
     try:
         with pytest.raises(SwitchFailed, match="prefill stays at 40%"):
             await supervisor._switch_standby(Split(60, 100))
-        assert activated == [1, 0]
-        assert supervisor.active is old
-        assert old.child.returncode is None
-        assert not old.child.expected_exit
-        assert supervisor.split == Split(40, 100)
-        assert list(supervisor.workers) == [0]
+        assert_rolled_back(supervisor, old, activated)
     finally:
         await old.child.stop(1.0)
 
@@ -299,12 +304,7 @@ async def test_a_standby_worker_that_dies_while_the_old_one_drains_rolls_back_an
         with pytest.raises(SwitchFailed, match="prefill stays at 40%"):
             await asyncio.wait_for(supervisor._switch_standby(Split(60, 100)), 10.0)  # drain timeout: 60 s
         await watcher
-        assert activated == [1, 0]
-        assert supervisor.active is old
-        assert old.child.returncode is None
-        assert not old.child.expected_exit
-        assert supervisor.split == Split(40, 100)
-        assert list(supervisor.workers) == [0]
+        assert_rolled_back(supervisor, old, activated)
         assert len(recoveries) == 1  # the watcher saw the active worker die; its replacement stands down
         assert supervisor._crashes == CrashStreak()
     finally:
