@@ -87,7 +87,7 @@ def _set_run(
     case: tuple[Any, ...], buckets: str = "sglang", static: bool = False, prior: str = "take-turns"
 ) -> list[tuple[str, float, str, float]]:
     """Ours at both ITL scales; with `static`, also the best of the fair judge's static splits (name, SLO).
-    `case`: (trace, rate, truth, eps) or, in the seeds set, (trace, rate, truth, eps, seed)."""
+    `case`: (trace, rate, truth, eps) or, in the seeds and losses sets, (trace, rate, truth, eps, seed)."""
     import bench_fleet_attainment as fa
 
     trace, rate, truth, eps, *seeded = case

@@ -285,27 +285,42 @@ async def test_a_standby_switch_whose_old_worker_is_gone_too_keeps_the_new_share
     assert len(recoveries) == 1  # the dead new worker's replacement, started once
 
 
+@pytest.mark.parametrize("watcher_first", [True, False], ids=["crash-seen-first", "rollback-first"])
 async def test_a_standby_worker_that_dies_while_the_old_one_drains_rolls_back_and_is_not_a_crash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, watcher_first: bool
 ) -> None:
     # The old worker still has a batch in flight when the new one dies: the drain stops waiting, the
-    # old worker takes over again, and the death does not lengthen the crash back-off of a later crash.
+    # old worker takes over again, and the death does not lengthen the crash back-off of a later crash,
+    # whether the dead worker's watcher saw it before the rollback (a replacement task that stands
+    # down) or after it (no replacement at all).
     supervisor = bare_supervisor(tmp_path)
     old, new = await sleeping_worker(0, 60), await sleeping_worker(1, 0.3, percent=60)
     activated, recoveries = stub_owner(supervisor, monkeypatch, new)
+    watcher = asyncio.ensure_future(asyncio.sleep(0))
+    activate = supervisor.control.activate
+
+    async def activate_in_order(wid: int) -> None:
+        nonlocal watcher
+        if wid == new.id:  # what _start_worker starts with the worker
+            watcher = asyncio.ensure_future(supervisor._watch_worker(new) if watcher_first else new.child.wait())
+        elif watcher_first:
+            await asyncio.wait({watcher}, timeout=5.0)  # the crash is recorded before the rollback
+        await activate(wid)
 
     async def busy_old_worker() -> EngineState:
         return EngineState(True, new.id, 100, 1, (WorkerInfo(old.id, 40, True, 1, old.child.pid),))
 
+    monkeypatch.setattr(supervisor.control, "activate", activate_in_order)
     monkeypatch.setattr(supervisor.control, "state", busy_old_worker)
     supervisor.active, supervisor.workers = old, {old.id: old}
-    watcher = asyncio.ensure_future(supervisor._watch_worker(new))  # what _start_worker starts
     try:
         with pytest.raises(SwitchFailed, match="prefill stays at 40%"):
             await asyncio.wait_for(supervisor._switch_standby(Split(60, 100)), 10.0)  # drain timeout: 60 s
         await watcher
+        await supervisor._watch_worker(new)  # a late watcher (rollback first) stands down
         assert_rolled_back(supervisor, old, activated)
-        assert len(recoveries) == 1  # the watcher saw the active worker die; its replacement stands down
+        # Crash seen first: its replacement task was started and will find the old worker active.
+        assert len(recoveries) == int(watcher_first)
         assert supervisor._crashes == CrashStreak()
     finally:
         await old.child.stop(1.0)
@@ -313,9 +328,18 @@ async def test_a_standby_worker_that_dies_while_the_old_one_drains_rolls_back_an
 
 def test_crash_streak_counts_quick_crashes_and_forgives_a_rolled_back_one() -> None:
     streak = CrashStreak()
-    assert streak.record() == 0
-    assert streak.record() == 1  # within the window: one more back-off step
-    streak.forgive()
-    assert streak.count == 0
-    streak.forgive()
-    assert streak == CrashStreak()  # the next crash is a first one again
+    assert streak.record(1) == 0
+    first = streak.last
+    assert streak.record(2) == 1  # within the window: one more back-off step
+    streak.forgive(2)
+    assert streak == CrashStreak(0, first)  # as before the forgiven crash, its time included
+    assert streak.record(3) == 1
+
+
+def test_forgiving_a_crash_with_a_later_one_recorded_only_takes_back_the_count() -> None:
+    streak = CrashStreak()
+    streak.record(1)
+    streak.record(2)  # a real crash after the one forgiven below: its time stays the newest
+    later = streak.last
+    streak.forgive(1)
+    assert streak == CrashStreak(0, later)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from semipd.agent.drivers import Driver, HealthEndpoint
@@ -96,17 +96,23 @@ class CrashStreak:
 
     count: int = 0
     last: float = -math.inf
+    _before: tuple[int, float, int] | None = field(default=None, compare=False, repr=False)
+    """(count, last) before the newest record, and whose crash that was: what forgive() restores."""
 
-    def record(self) -> int:
-        """Count a crash now; the streak (0 for the first in CRASH_STREAK_WINDOW) sets the back-off."""
+    def record(self, worker_id: int) -> int:
+        """Count worker `worker_id`'s crash now; the streak (0 for the first in CRASH_STREAK_WINDOW) sets
+        the back-off."""
         now = time.monotonic()
+        self._before = (self.count, self.last, worker_id)
         self.count = self.count + 1 if now - self.last < CRASH_STREAK_WINDOW else 0
         self.last = now
         return self.count
 
-    def forgive(self) -> None:
-        """Take back the last crash: a standby switch rolled back to the old worker, nothing restarted."""
-        if self.count:
-            self.count -= 1
+    def forgive(self, worker_id: int) -> None:
+        """Take back worker `worker_id`'s crash: a standby switch rolled back to the old worker, nothing
+        restarted. With another crash recorded since, only the count goes back."""
+        if self._before is not None and self._before[2] == worker_id:
+            self.count, self.last = self._before[:2]
         else:
-            self.last = -math.inf
+            self.count = max(0, self.count - 1)
+        self._before = None

@@ -3,7 +3,7 @@
 standby_swap: start a standby prefill worker with the new share, wait until the decode owner reports
 it attached and ready, activate it (the owner switches at a batch boundary), wait for the old worker
 to finish its in-flight batch, stop it. Any failure before activation, or the new worker's death before
-the old one is stopped, leaves the old worker active (rollback). A crashed active worker is replaced
+the old one is told to stop, leaves the old worker active (rollback). A crashed active worker is replaced
 with the same share; if the decode owner dies the agent exits with its status. restart: readiness
 off, wait until the engine holds no request (drain), relaunch the engine with the new split's env,
 rolling back to the old split if the new launch does not become healthy.
@@ -153,7 +153,7 @@ class Supervisor:
         if self.active is not w or w.recovering or w.child.returncode is None or w.child.expected_exit:
             return
         w.recovering = True
-        self._spawn(self._recover_active(w, self._crashes.record()))
+        self._spawn(self._recover_active(w, self._crashes.record(w.id)))
 
     async def _await_control(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -360,13 +360,14 @@ class Supervisor:
         except ControlError as e:
             self.split = Split(new.percent, self.split.decode_percent)
             await self._discard(old)  # the new worker stays; the old one must not run on unwatched
+            dead = f" (worker {new.id} exited: a replacement starts)" if new.child.returncode is not None else ""
             raise SwitchFailed(
-                f"rollback could not re-activate worker {old.id}: {e}; prefill is at {new.percent}%"
+                f"rollback could not re-activate worker {old.id}: {e}; prefill is at {new.percent}%{dead}"
             ) from e
         old.child.expected_exit = False
         self._set_active(old)
         if new.recovering:
-            self._crashes.forgive()  # its replacement task stands down: the old worker is active
+            self._crashes.forgive(new.id)  # its replacement task stands down: the old worker is active
         await self._drain_worker(new)
         await self._discard(new)
 

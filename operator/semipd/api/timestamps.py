@@ -14,8 +14,8 @@ def rfc3339(epoch: float) -> str:
 
 
 def epoch_of(text: str | None) -> float | None:
-    """Epoch seconds of a metav1.Time string (or any RFC 3339 time with a zone); None when absent or
-    not one."""
+    """Epoch seconds of a metav1.Time string (or another ISO 8601 time with a zone, as
+    datetime.fromisoformat reads it: fractions, offsets); None when absent, not one, or zoneless."""
     if not text:
         return None
     try:
