@@ -39,7 +39,7 @@ def install_crds(cluster: Any, *, gie: bool = True) -> None:
     paths = [CRD, GIE_CRD] if gie else [CRD]
     for path in paths:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/inferencepools.semipd.io", "--timeout=60s")
+    cluster.wait_crd_established("inferencepools.semipd.io")
 
 
 class OperatorProcess:

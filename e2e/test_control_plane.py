@@ -73,7 +73,7 @@ def install_crd(cluster: Cluster, path: Path) -> str:
     out = cluster.kubectl("apply", "--server-side", "-f", str(path), check=False)
     assert out.returncode == 0, f"the apiserver refused {path.name}:\n{out.stderr}"
     name = out.stdout.split()[0].split("/", 1)[1]
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+    cluster.wait_crd_established(name)
     return name
 
 

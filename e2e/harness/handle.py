@@ -161,6 +161,18 @@ class ClusterHandle:
             raise KubectlError(done.returncode, done.args, done.stdout, done.stderr)
         return done
 
+    def wait_crd_established(self, name: str, timeout: float = 60) -> None:
+        """Wait until CRD `name` is Established. Polled here, not with `kubectl wait`: a CRD created
+        a moment ago has no status.conditions yet, and kubectl wait then fails at once (".status.conditions
+        accessor error: <nil>", seen in CI on a cold control plane)."""
+
+        def established() -> bool:
+            doc = json.loads(self.kubectl("get", f"crd/{name}", "-o", "json").stdout)
+            conditions = (doc.get("status") or {}).get("conditions") or []
+            return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+        wait_until(established, timeout=timeout, interval=0.5, what=f"CRD {name} Established")
+
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.paths.log(name)
         if not path.exists():
