@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from semipd.agent.control import ControlClient, EngineState, WorkerInfo
+from semipd.agent.control import ControlClient, ControlError, EngineState, WorkerInfo
 from semipd.agent.drivers import DRIVERS
 from semipd.agent.procs import ChildProcess
 from semipd.agent.runpaths import control_socket
@@ -283,6 +283,31 @@ async def test_a_standby_switch_whose_old_worker_is_gone_too_keeps_the_new_share
     assert supervisor.active is new
     assert list(supervisor.workers) == [1]
     assert len(recoveries) == 1  # the dead new worker's replacement, started once
+
+
+@pytest.mark.parametrize(("old_alive", "prefill"), [(True, 40), (False, 60)], ids=["rolled-back", "old-gone"])
+async def test_a_failed_decode_share_change_says_which_prefill_share_is_in_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old_alive: bool, prefill: int
+) -> None:
+    # A prefill swap is undone when the decode share cannot be set, unless the old worker is gone.
+    supervisor = bare_supervisor(tmp_path)
+    old = await (sleeping_worker(0, 60) if old_alive else exited_worker(0))
+    new = await sleeping_worker(1, 60, percent=60)
+    stub_owner(supervisor, monkeypatch, new)
+
+    async def refuse(percent: int, timeout: float) -> None:
+        raise ControlError("decode owner refused")
+
+    monkeypatch.setattr(supervisor.control, "set_decode_share", refuse)
+    supervisor.active, supervisor.workers = old, {old.id: old}
+    try:
+        with pytest.raises(SwitchFailed, match=f"setting decode share 50% failed: .*; prefill {prefill}%$"):
+            await supervisor._switch_standby(Split(60, 50))
+        assert supervisor.split == Split(prefill, 100)
+        assert supervisor.active is (old if old_alive else new)
+    finally:
+        await old.child.stop(1.0)
+        await new.child.stop(1.0)
 
 
 @pytest.mark.parametrize("watcher_first", [True, False], ids=["crash-seen-first", "rollback-first"])

@@ -236,11 +236,7 @@ class Supervisor:
                 return
             await asyncio.sleep(self.s.poll_interval)
         if w.child.returncode is None:
-            log.warning(
-                "worker %d still busy after %.1fs; stopping it (its batch is requeued)",
-                w.id,
-                self.s.worker_drain_timeout,
-            )
+            log.warning("worker %d busy after %.1fs: stopping it (batch requeued)", w.id, self.s.worker_drain_timeout)
 
     async def _recover_active(self, dead: Worker, attempt: int = 0) -> None:
         """Replace a crashed active worker with one of the same share, with backoff.
@@ -335,7 +331,8 @@ class Supervisor:
                 await self.control.set_decode_share(target.decode_percent, timeout=self.s.switch_timeout)
             except ControlError as e:
                 await self._roll_back_prefill(old, new)
-                raise SwitchFailed(f"setting decode share {target.decode_percent}% failed: {e}") from e
+                at = self.split.prefill_percent  # the old share, or the new one when the old worker is gone
+                raise SwitchFailed(f"setting decode share {target.decode_percent}% failed: {e}; prefill {at}%") from e
         if new is not None and old is not None:
             await self._drain_worker(old, successor=new)
             if new.child.returncode is not None and old.child.returncode is None:
