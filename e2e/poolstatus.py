@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from e2e.harness.kube import condition
+
+__all__ = ["CRD", "condition", "get_pool", "pool_decisions"]
+
 CRD = "inferencepools.semipd.io"
 
 
@@ -12,11 +16,6 @@ def get_pool(cluster: Any, namespace: str, name: str) -> dict[str, Any]:
     """The InferencePool as `kubectl get -o json` returns it."""
     doc: dict[str, Any] = json.loads(cluster.kubectl("get", CRD, name, "-n", namespace, "-o", "json").stdout)
     return doc
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    """The condition of `type_` in the object's status ({} when absent)."""
-    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}.get(type_, {})
 
 
 def pool_decisions(obj: dict[str, Any], action: str | None = None) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ import yaml
 
 from e2e.fleet_load import LoadDriver, PoissonArrivals
 from e2e.harness import wait_until
+from e2e.harness.kube import condition
 from e2e.operator_process import OperatorProcess, running_operator
 from semipd.controller.agents import ready_pod_ips
 
@@ -68,10 +69,6 @@ def get_pool(cluster: Any, name: str = POOL) -> dict[str, Any]:
     out = cluster.kubectl("get", "inferencepools.semipd.io", name, "-n", NS, "-o", "json").stdout
     doc: dict[str, Any] = json.loads(out)
     return doc
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}.get(type_, {})
 
 
 def expert_status(cluster: Any, name: str = POOL) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import yaml
 
 from e2e.harness import wait_until
 from e2e.harness.config import binary
+from e2e.harness.kube import condition
 from e2e.operator_process import GIE_CRD
 from semipd.packaging import dashboard, dashboard_queries, grafana_to_promql, record_name, rule_groups
 
@@ -123,10 +124,6 @@ def pool_manifest(name: str = POOL) -> dict[str, Any]:
     doc["spec"]["engine"]["args"] = ["--speedup", "50"]
     doc["spec"]["nodePools"][1]["minReplicas"] = 1  # run the Ascend node pool too
     return doc
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}.get(type_, {})
 
 
 def wait_pool_ready(cluster: Any, ns: str, name: str, timeout: float = 180) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from e2e.harness import wait_until
+from e2e.harness.kube import condition
 from e2e.operator_process import OperatorProcess, running_operator
 
 pytestmark = pytest.mark.e2e
@@ -52,11 +53,6 @@ def apply(cluster: Any, doc: dict[str, Any]) -> None:
 
 def pool(cluster: Any) -> dict[str, Any]:
     return kubectl_json(cluster, "get", "inferencepools.semipd.io", POOL)
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    conds = {c["type"]: c for c in (obj.get("status") or {}).get("conditions", [])}
-    return conds.get(type_, {})
 
 
 def engine_pods(cluster: Any, node_pool: str | None = None) -> list[dict[str, Any]]:

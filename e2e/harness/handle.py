@@ -168,8 +168,7 @@ class ClusterHandle:
 
         def established() -> bool:
             doc = json.loads(self.kubectl("get", f"crd/{name}", "-o", "json").stdout)
-            conditions = (doc.get("status") or {}).get("conditions") or []
-            return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+            return bool(kube.condition(doc, "Established").get("status") == "True")
 
         wait_until(established, timeout=timeout, interval=0.5, what=f"CRD {name} Established")
 

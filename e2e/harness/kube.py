@@ -35,3 +35,8 @@ def apply_all(dyn: dynamic.DynamicClient, objs: Iterable[dict[str, Any]]) -> lis
 
 def load_yaml(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    """The condition of `type_` in the object's status ({} when absent)."""
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}.get(type_, {})

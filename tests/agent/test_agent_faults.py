@@ -163,11 +163,17 @@ def bare_supervisor(run_dir: Path) -> Supervisor:
     return Supervisor(settings, {})
 
 
-async def exited_worker(wid: int) -> Worker:
-    """A prefill worker of 40 % whose process has already exited with status 3."""
-    child = await ChildProcess.start(f"prefill-worker-{wid}", [sys.executable, "-c", "raise SystemExit(3)"], {})
-    await child.wait()
-    return Worker(wid, 40, child)
+async def sleeping_worker(wid: int, seconds: float, percent: int = 40) -> Worker:
+    """A prefill worker whose process runs for `seconds`, then exits with status 3."""
+    code = f"import time; time.sleep({seconds}); raise SystemExit(3)"
+    return Worker(wid, percent, await ChildProcess.start(f"prefill-worker-{wid}", [sys.executable, "-c", code], {}))
+
+
+async def exited_worker(wid: int, percent: int = 40) -> Worker:
+    """A prefill worker whose process has already exited with status 3."""
+    worker = await sleeping_worker(wid, 0, percent)
+    await worker.child.wait()
+    return worker
 
 
 def stub_owner(
@@ -232,12 +238,6 @@ async def test_a_replacement_that_dies_before_it_is_recorded_active_gets_its_own
     assert len(spawned) == 1
 
 
-async def sleeping_worker(wid: int, seconds: float, percent: int = 40) -> Worker:
-    """A prefill worker whose process runs for `seconds`, then exits with status 3."""
-    code = f"import time; time.sleep({seconds}); raise SystemExit(3)"
-    return Worker(wid, percent, await ChildProcess.start(f"prefill-worker-{wid}", [sys.executable, "-c", code], {}))
-
-
 def assert_rolled_back(supervisor: Supervisor, old: Worker, activated: list[int]) -> None:
     """The switch to worker 1 was undone: old worker 0 is re-activated, running, watched, and alone."""
     assert activated == [1, 0]
@@ -255,8 +255,7 @@ async def test_a_standby_worker_that_dies_once_active_rolls_back_to_the_old_one(
     # worker (still running) takes over again instead of being drained and stopped.
     supervisor = bare_supervisor(tmp_path)
     old = await sleeping_worker(0, 60)
-    new = await exited_worker(1)
-    new.percent = 60
+    new = await exited_worker(1, percent=60)
     # The dead worker's replacement task is not run: it would find the old worker active and stop.
     activated, _ = stub_owner(supervisor, monkeypatch, new)
     supervisor.active, supervisor.workers = old, {old.id: old}
@@ -274,8 +273,7 @@ async def test_a_standby_switch_whose_old_worker_is_gone_too_keeps_the_new_share
     # With nothing to go back to, the switch completes and crash recovery replaces the new worker at
     # the new share (the message must not claim the old share stays).
     supervisor = bare_supervisor(tmp_path)
-    old, new = await exited_worker(0), await exited_worker(1)
-    new.percent = 60
+    old, new = await exited_worker(0), await exited_worker(1, percent=60)
     _, recoveries = stub_owner(supervisor, monkeypatch, new)
     supervisor.active, supervisor.workers = old, {old.id: old}
     await supervisor._switch_standby(Split(60, 100))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import calendar
 import time
 from datetime import datetime
 
@@ -16,14 +15,8 @@ def rfc3339(epoch: float) -> str:
 def epoch_of(text: str | None) -> float | None:
     """Epoch seconds of a metav1.Time string (or another ISO 8601 time with a zone, as
     datetime.fromisoformat reads it: fractions, offsets); None when absent, not one, or zoneless."""
-    if not text:
-        return None
     try:
-        return float(calendar.timegm(time.strptime(text, FORMAT)))
-    except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(text)
+        parsed = datetime.fromisoformat(text or "")
     except ValueError:
         return None
     return parsed.timestamp() if parsed.tzinfo is not None else None
