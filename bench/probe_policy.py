@@ -4,8 +4,9 @@ The committed benches take 7-30 minutes; tuning the split controller needs answe
 few minutes, and needs them for two revisions at once. Each command runs at the working tree and,
 with `--rev REV`, also at git revision REV (a temporary worktree), and prints both side by side.
 
-    probe_policy.py sets [std pert eps seeds losses] [--buckets vllm] [--static]   fixed-budget runs: SLO
-                                                per run, sum; --static: and the best static split
+    probe_policy.py sets [std pert eps seeds losses] [--buckets vllm] [--static] [--policy ours-restart]
+                                                fixed-budget runs: SLO per run, sum; --static: and
+                                                the best static split; --policy: a variant of ours
                                                 (every command: --prior k_p,k_d,eps, ours' contention prior)
     probe_policy.py day [--ttft 2,3]            azure-conv day sweep (peaks 11-16): the day criterion
                                                 against replica-only refs in results/fleet_cost.json
@@ -84,9 +85,14 @@ def _import_tree(tree: Path) -> None:
 
 
 def _set_run(
-    case: tuple[Any, ...], buckets: str = "sglang", static: bool = False, prior: str = "take-turns"
+    case: tuple[Any, ...],
+    buckets: str = "sglang",
+    static: bool = False,
+    prior: str = "take-turns",
+    policy: str = "ours",
 ) -> list[tuple[str, float, str, float]]:
-    """Ours at both ITL scales; with `static`, also the best of the fair judge's static splits (name, SLO).
+    """`policy` (ours, or a variant such as ours-restart) at both ITL scales; with `static`, also the best of
+    the fair judge's static splits (name, SLO).
     `case`: (trace, rate, truth, eps) or, in the seeds and losses sets, (trace, rate, truth, eps, seed)."""
     import bench_fleet_attainment as fa
 
@@ -95,11 +101,11 @@ def _set_run(
     out = []
     for scale in ("tight", "paper"):
         kw = {"eps": eps, "truth": truth, "itl_buckets": buckets, "seed": seed, **_prior(prior)}
-        runs = [fa.Run(trace, policy, rate, scale, **kw)
-                for policy in ("ours", *(f"static-{x}-{y}" for x, y in fa.STATIC_SPLITS if static))]  # fmt: skip
+        runs = [fa.Run(trace, name, rate, scale, **kw)
+                for name in (policy, *(f"static-{x}-{y}" for x, y in fa.STATIC_SPLITS if static))]  # fmt: skip
         scores = {run.policy: float(fa.run_one(run)[0]["slo"]) for run in runs}
         key = f"{trace} {rate:g} {scale} x{truth[0]:g}/{truth[1]:g} eps {eps:g}" + (f" seed {seed}" if seeded else "")
-        out.append((key, scores["ours"], *best_static(scores)))
+        out.append((key, scores[policy], *best_static(scores)))
     return out
 
 
@@ -141,7 +147,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     with pool:
         if args.cmd == "sets":
             cases = [c for s in args.sets for c in SETS[s]]
-            run = partial(_set_run, buckets=args.buckets, static=args.static, prior=args.prior)
+            run = partial(_set_run, buckets=args.buckets, static=args.static, prior=args.prior, policy=args.policy)
             return {"runs": [x for out in pool.map(run, cases, chunksize=1) for x in out]}
         if args.cmd == "day":
             import bench_fleet_cost as cost
@@ -232,6 +238,8 @@ def main() -> int:
     sets.add_argument("--buckets", default="sglang", help="the engine's ITL bucket layout (fair judge ITL_LAYOUTS)")
     sets.add_argument("--prior", default="take-turns", help=PRIOR_HELP)
     sets.add_argument("--static", action="store_true", help="also the best static split per run (6x the time)")
+    sets.add_argument("--policy", default="ours", choices=("ours", "ours-restart", "ours-start-80-100"),
+                      help="the controller variant to run (ours-restart: restart-mode engines)")  # fmt: skip
     day = sub.add_parser("day")
     day.add_argument("--ttft", default="1,1.5,2,3", help="TTFT SLOs (s), comma-separated")
     for name in ("windows", "decisions"):

@@ -1,6 +1,7 @@
 """Restart mode's gates and price (policy.split_gates, and how policy.splits uses them): a restart waits
-until the other pods carry its load at no more than RESTART_UTILIZATION of their capacity, it is priced
-at what those pods lose carrying it, and it is never a defence of an ITL that has not broken."""
+until the other pods carry its load at no more than RESTART_UTILIZATION of their capacity and for a
+steady load, it is priced at what those pods lose carrying it, it is never a defence of an ITL that has
+not broken, and a fix of a broken ITL must not cost TTFT (in any mode, not the whole queue)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from semipd.api.durations import to_seconds
 from semipd.perf import contended_shares
 from semipd.policy.context import Run
 from semipd.policy.planner import plan
-from semipd.policy.split_gates import RESTART_UTILIZATION, restart_cost
+from semipd.policy.split_gates import (
+    CALM_RESTART_LOSS,
+    RESTART_UTILIZATION,
+    itl_fix_allowed,
+    restart_cost,
+    restart_fixes_ttft,
+)
 from semipd.policy.splits import MEASURED_MARGIN
 from tests.policy.test_planner import CURRENT, H200, POOLS, Estimator, Fit, known, observe, pod, spec
 
@@ -93,3 +100,63 @@ def test_a_restart_to_fix_a_missed_ttft_must_pay_for_itself_unless_the_pool_is_c
     assert changes(1.05 * slo, 3.3, RESTART) == []
     # A standby swap (the pod keeps serving) makes it either way.
     assert changes(1.05 * slo, 3.3, POOLS) == [("p0", "TTFTOverSLO")]
+
+
+def test_a_calm_restart_must_be_predicted_to_clear_the_miss_with_the_margin() -> None:
+    slo = 2.0
+    calm = CALM_RESTART_LOSS / 2
+    assert restart_fixes_ttft(1.0, 10.0, calm, 0.85 * slo, slo)  # calm, and cleared with the margin
+    assert not restart_fixes_ttft(1.0, 10.0, calm, 0.95 * slo, slo)  # a 15 % cut that leaves it near the SLO
+    assert not restart_fixes_ttft(1.0, 10.0, 2 * CALM_RESTART_LOSS, 0.5 * slo, slo)  # the others would lose
+    assert restart_fixes_ttft(11.0, 10.0, 2 * CALM_RESTART_LOSS, 0.95 * slo, slo)  # it pays for itself
+
+
+def test_an_itl_fix_never_saturates_prefill_and_in_restart_mode_never_costs_ttft() -> None:
+    est = Estimator(POOLS["h200"].model, Fit())
+    current, weak, near = (100, 50), (30, 80), (100, 70)
+    rate = (est.saturation_rate(*weak) + est.saturation_rate(*current)) / 2  # saturates (30, 80) only
+    worst = est.ttft(*current, rate)  # today's p99, over an SLO below it
+    assert est.ttft(*near, rate) > worst  # more decode share costs TTFT under contention
+    for restart in (False, True):
+        assert not itl_fix_allowed(est, current, rate, worst, restart, weak)
+    assert itl_fix_allowed(est, current, rate, worst, False, near)
+    assert not itl_fix_allowed(est, current, rate, worst, True, near)
+    assert itl_fix_allowed(est, current, rate, est.ttft(*near, rate), True, near)
+    # A pod whose prefill saturates already may move to a split that saturates too, but not to less prefill
+    # capacity than it has.
+    over = est.saturation_rate(*current) * 1.1
+    assert not itl_fix_allowed(est, current, over, est.ttft(*weak, over), False, weak)
+    assert est.saturation_rate(90, 40) >= est.saturation_rate(*current)
+    assert itl_fix_allowed(est, current, over, est.ttft(*weak, over), False, (90, 40))
+
+
+def test_a_restart_waits_for_a_steady_load() -> None:
+    s = spec(semiPD__minDecodePercent=100, slo__ttftP99="600ms")
+    slo = to_seconds(s.slo.ttft_p99)
+
+    def p0_decisions(first_rate: float) -> dict[str, str]:
+        # p0 misses TTFT; the others are calm. The evaluation before saw the pool at `first_rate` per pod.
+        def pods(others: float) -> list:  # type: ignore[type-arg]
+            return [pod("p0", 0.5, (30, 100), ttft_p99=3 * slo), *(pod(f"p{i}", others, (30, 100)) for i in (1, 2))]
+
+        first = plan(s, observe(pods(first_rate), t=985.0), known(), THREE, RESTART)
+        state = replace(first.state, last_split_change={}, restarted={}, canary={})
+        p = plan(s, observe(pods(1.0), t=1000.0), state, THREE, RESTART)
+        return {d.action: d.reason for d in p.decisions if d.pod == "p0" and d.action in ("SplitChange", "SplitHeld")}
+
+    assert p0_decisions(1.0) == {"SplitChange": "TTFTOverSLO"}
+    assert p0_decisions(0.2) == {"SplitHeld": "RestartAwaitsSteadyLoad"}
+
+
+def test_a_pod_breaking_itl_is_not_moved_to_a_split_that_saturates_its_prefill() -> None:
+    s = spec(semiPD__maxPrefillPercent=100)
+    slo = to_seconds(s.slo.itl_p99)
+    saturation = Estimator(POOLS["h200"].model, Fit()).saturation_rate(100, 50)
+    busy = []
+    for load in (0.5, 0.6, 0.7, 0.8, 0.9):
+        # The pod and its node pool break ITL at (100, 50) with prefill busy, but not saturated.
+        broken = pod("p0", saturation * load, (100, 50), itl_p99=1.6 * slo)
+        p = plan(s, observe([broken], h200={"itl_p99": 1.6 * slo}), known(), CURRENT, POOLS)
+        busy += [float(d.details["prefillBusy"]) for d in p.decisions if d.action == "SplitChange"]
+    assert busy  # it still moves where a split lowers ITL with prefill to spare (it used to take (30, 80-90))
+    assert max(busy) < 1.0

@@ -39,7 +39,15 @@ from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, less_dec
 from semipd.policy.explain import REFUSAL_DETAIL, report_holds, report_outcomes, shown
 from semipd.policy.observation import PodObservation
 from semipd.policy.rollback import undo_broken_moves
-from semipd.policy.split_gates import Proposal, canary_gate, restart_cost, restart_gate
+from semipd.policy.split_gates import (
+    RESTART_GAIN_MARGIN,
+    Proposal,
+    canary_gate,
+    itl_fix_allowed,
+    restart_cost,
+    restart_fixes_ttft,
+    restart_gate,
+)
 from semipd.policy.state import Prediction, SplitChange
 
 ITL_MARGIN = 0.10
@@ -64,16 +72,6 @@ SWITCH_EXPOSURE = {False: 0.1, True: 0.5}
 """Fraction of a pod's arrivals during one switch that may miss the SLO: standby swap (the old worker
 serves until the new one is up; estimate) and restart (drained, its load goes to the others;
 estimate)."""
-RESTART_GAIN_MARGIN = 1.5
-"""A restart must promise this multiple of its cost: the gain is a prediction over the hold time at the
-projected rate, and a burst may be gone when the pod is back, while the cost is paid for sure (fair
-judge, restart mode, 18 runs: 15.29 at 1, 15.31 at 1.5 and 2, where never moving also scores 15.31;
-moves on mix-shift 5 req/s, paper ITL, promising 1.05-1.15 x their cost lost 0.9 points) (estimate)."""
-CALM_RESTART_LOSS = 1.0
-"""A restart that fixes a missed TTFT needs no predicted gain over its cost while the other pods are
-predicted to lose fewer than this many requests' TTFT carrying its load: a persistent p99 miss in a calm
-pool is worth fixing even where the hold time's gain is small (4 pods at prefill 30 % with p99 TTFT
-0.52-0.60 s of a 0.5 s SLO never moved otherwise). Near the knee the fix must pay for itself (estimate)."""
 CANARY_GAIN = 0.03
 """A move below every decode share measured to meet ITL must fix a broken ITL or promise at least this
 much more predicted TTFT attainment: it risks a whole window's ITL for the pool. A pod missing TTFT
@@ -239,6 +237,9 @@ def _choose(
             probes.add(c)
     cur_itl = pinned.itl(*current, ahead)
     cur_att, cur_ttft = _score(pinned, current, ahead, run.ttft_slo)
+    if itl_broken:
+        fix = partial(itl_fix_allowed, pinned, current, ahead, max(cur_ttft, run.ttft_slo), ctx.restart)
+        feasible = [c for c in feasible if fix(c)]
     at_risk = measured_tight and not itl_broken and cur_itl > itl_cap
     if at_risk:
         # The defence takes the direct lever only: more decode share, never less prefill. How much less
@@ -286,6 +287,8 @@ def _choose(
     # (FollowMeasured). One that also takes decode share away still needs a gain worth it.
     probe_now = best in probes and best[1] >= current[1] and not ctx.restart
     reason: str | None
+    if ctx.restart and grow > 1.0 and not itl_broken:
+        return stay("RestartAwaitsSteadyLoad")  # the restart would take the pod out as the load rises
     if itl_broken:
         if not (new_itl < (1.0 - ITL_FIX) * cur_itl or new_itl <= itl_cap):
             return stay("NoITLFix")  # a predicted ITL no lower than today's beyond rounding is no fix
@@ -297,7 +300,7 @@ def _choose(
     elif (
         ttft_missed
         and ttft <= (1.0 - TTFT_FIX) * cur_ttft
-        and (not ctx.restart or gain > cost or others_lose < CALM_RESTART_LOSS)
+        and (not ctx.restart or restart_fixes_ttft(gain, cost, others_lose, ttft, run.ttft_slo))
     ):
         urgent, reason = True, "TTFTOverSLO"
     elif att - cur_att >= MIN_GAIN and gain > cost:
