@@ -6,8 +6,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
   the switch's horizon when it rises (feed-forward), the observed prompt/output mix (in the fit).
 - ITL: a candidate must keep the predicted token-level p99 ITL (contended only while prefill runs)
   under the SLO with a margin, and a pod whose measured p99 ITL is near the SLO never gets a
-  smaller decode share. With no feasible candidate the pod moves to the least predicted ITL among
-  the splits whose predicted TTFT is no worse than today's or the SLO.
+  smaller decode share, and an ITL fix never saturates prefill. With no feasible candidate the pod
+  moves to the least predicted ITL among the splits whose predicted TTFT is no worse than today's or the SLO.
 - A pod's p99 ITL over the SLO is a breach only while the node pool's is within the margin too.
 - ITL is defended before it breaks (ITLAtRisk): a pod within the measured margin, and predicted over
   it, takes a step or two more decode share, never less prefill (a breached window costs all in it).
@@ -22,7 +22,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
   cost for the engine's switch mode (requests exposed while it switches).
 - A calm pod with ITL to spare even at a burst takes more prefill share anyway (BurstReserve).
 - Restart mode is lossless (split_gates: one pod per node pool at a time, only while the others carry
-  its load); a restart pays for the TTFT the others lose, and never defends an ITL that has not broken.
+  its load); a restart pays for the TTFT the others lose, waits for a steady load, fixes a broken ITL
+  only at no TTFT cost, and never defends an ITL that has not broken.
 """
 
 from __future__ import annotations
