@@ -1,7 +1,8 @@
 """Restart mode's gates and price (policy.split_gates, and how policy.splits uses them): a restart waits
 until the other pods carry its load at no more than RESTART_UTILIZATION of their capacity and for a
 steady load, it is priced at what those pods lose carrying it, it is never a defence of an ITL that has
-not broken, and a fix of a broken ITL must not cost TTFT (in any mode, not the whole queue)."""
+not broken, and a fix of a broken ITL must not saturate prefill (in any mode) nor, in restart mode, cost
+TTFT."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import replace
 
 from semipd.api.durations import to_seconds
 from semipd.perf import contended_shares
-from semipd.policy.context import Run
+from semipd.policy.context import CAPACITY_MARGIN, Run
 from semipd.policy.planner import plan
 from semipd.policy.split_gates import (
     CALM_RESTART_LOSS,
@@ -106,6 +107,7 @@ def test_a_calm_restart_must_be_predicted_to_clear_the_miss_with_the_margin() ->
     slo = 2.0
     calm = CALM_RESTART_LOSS / 2
     assert restart_fixes_ttft(1.0, 10.0, calm, 0.85 * slo, slo)  # calm, and cleared with the margin
+    assert restart_fixes_ttft(1.0, 10.0, calm, (1.0 - CAPACITY_MARGIN) * slo, slo)  # the margin's edge
     assert not restart_fixes_ttft(1.0, 10.0, calm, 0.95 * slo, slo)  # a 15 % cut that leaves it near the SLO
     assert not restart_fixes_ttft(1.0, 10.0, 2 * CALM_RESTART_LOSS, 0.5 * slo, slo)  # the others would lose
     assert restart_fixes_ttft(11.0, 10.0, 2 * CALM_RESTART_LOSS, 0.95 * slo, slo)  # it pays for itself
@@ -126,6 +128,7 @@ def test_an_itl_fix_never_saturates_prefill_and_in_restart_mode_never_costs_ttft
     # capacity than it has.
     over = est.saturation_rate(*current) * 1.1
     assert not itl_fix_allowed(est, current, over, est.ttft(*weak, over), False, weak)
+    assert itl_fix_allowed(est, current, over, est.ttft(*current, over), True, current)  # its own capacity
     assert est.saturation_rate(90, 40) >= est.saturation_rate(*current)
     assert itl_fix_allowed(est, current, over, est.ttft(*weak, over), False, (90, 40))
 
@@ -160,3 +163,11 @@ def test_a_pod_breaking_itl_is_not_moved_to_a_split_that_saturates_its_prefill()
         busy += [float(d.details["prefillBusy"]) for d in p.decisions if d.action == "SplitChange"]
     assert busy  # it still moves where a split lowers ITL with prefill to spare (it used to take (30, 80-90))
     assert max(busy) < 1.0
+    # A pod off the spec's grid (prefill above the bound) has no current split among the fallbacks, and
+    # near saturation every split on the grid costs it TTFT: it takes the least harm, the most prefill
+    # the grid allows (the least predicted ITL had taken it to (20, 100), which saturates at a quarter
+    # of the rate).
+    capped = spec(semiPD__maxPrefillPercent=80)
+    broken = pod("p0", saturation * 0.95, (100, 50), itl_p99=1.6 * slo)
+    p = plan(capped, observe([broken], h200={"itl_p99": 1.6 * slo}), known(), CURRENT, POOLS)
+    assert [(c.prefill_percent, c.decode_percent) for c in p.splits] == [(80, 50)]

@@ -1,5 +1,6 @@
 """One plan() call's inputs and scratch space, and the small readings of an observation that the
-split and replica planners share (a pod's fitting sample, SLO headroom, settling)."""
+split and replica planners share (a pod's fitting sample, SLO headroom, settling, the grid of splits the
+spec allows)."""
 
 from __future__ import annotations
 
@@ -163,3 +164,19 @@ class Run:
     def awaiting_fix(self, pod: str) -> bool:
         """The pod's last split change, within the last window, was predicted to clear its SLO miss."""
         return self.now - self.fix_expected.get(pod, -math.inf) < self.window_s
+
+
+def grid(spec_bounds: tuple[int, int, int, int], step: int, around: tuple[int, int]) -> list[tuple[int, int]]:
+    """(prefill, decode) pairs on the spec's grid (bounds, the step between points, and the pod's
+    current split), the current split first, then closest first (ties keep the split that moves least)."""
+    x_lo, x_hi, y_lo, y_hi = spec_bounds
+    xs = sorted({*range(x_lo, x_hi + 1, step), x_hi, *([around[0]] if x_lo <= around[0] <= x_hi else [])})
+    ys = sorted({*range(y_lo, y_hi + 1, step), y_hi, *([around[1]] if y_lo <= around[1] <= y_hi else [])})
+    pairs = [(x, y) for x in xs for y in ys]
+    pairs.sort(key=lambda p: (abs(p[0] - around[0]) + abs(p[1] - around[1]), p))
+    return pairs
+
+
+def bounds(run: Run) -> tuple[int, int, int, int]:
+    sp = run.spec.semi_pd
+    return sp.min_prefill_percent, sp.max_prefill_percent, sp.min_decode_percent, sp.max_decode_percent

@@ -27,7 +27,7 @@ HOLD_TEXT = {
     "GainBelowCost": "the best allowed split is predicted to cut p99 TTFT by less than 10 % and to gain "
     "fewer requests than its switch exposes",
     "RestartAwaitsSteadyLoad": "the arrival rate is rising, and a restart would take the pod out when its "
-    "capacity is needed most; restart-mode changes wait for a steady load",
+    "capacity is needed most; restart-mode TTFT fixes and discretionary moves wait for a steady load",
 }
 """Reason -> what it means, for the SplitHeld message."""
 

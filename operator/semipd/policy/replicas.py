@@ -15,10 +15,19 @@ from collections.abc import Mapping, Sequence
 
 from semipd.api.durations import to_seconds
 from semipd.api.v1alpha1 import NodePool
-from semipd.policy.context import CAPACITY_MARGIN, Run, fmt, headroom, load_rising, sample_of, split_allowed
+from semipd.policy.context import (
+    CAPACITY_MARGIN,
+    Run,
+    bounds,
+    fmt,
+    grid,
+    headroom,
+    load_rising,
+    sample_of,
+    split_allowed,
+)
 from semipd.policy.estimator import Estimator, Fit
 from semipd.policy.observation import NodePoolObservation
-from semipd.policy.splits import bounds, grid
 from semipd.policy.state import SplitChange
 
 FULL_HOLD_S = 600.0

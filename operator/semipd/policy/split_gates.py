@@ -73,14 +73,14 @@ hold time's gain is small (4 pods at prefill 30 % with p99 TTFT 0.52-0.60 s of a
 0.17-0.23 s after, never moved otherwise). Near the knee the fix must pay for itself (estimate)."""
 
 
-def restart_fixes_ttft(gain: float, cost: float, others_lose: float, ttft: float, ttft_slo: float) -> bool:
+def restart_fixes_ttft(gain: float, cost: float, others_lose: float, new_ttft: float, ttft_slo: float) -> bool:
     """A restart-mode move that fixes a missed TTFT (cutting its predicted p99 by TTFT_FIX) is worth its
-    restart: it pays for itself, or the pool is calm (CALM_RESTART_LOSS) and the move is predicted to clear
-    the miss with the capacity margin. Without that last condition, moves predicted to cut p99 TTFT by
-    15-16 % but leave it near the SLO restarted into a burst and lost what never moving kept (fair judge,
-    restart mode, azure-code 3 req/s paper ITL: 91.0 % vs 94.8 %; the others, as the model saw them,
-    lost under one request)."""
-    calm = others_lose < CALM_RESTART_LOSS and ttft <= (1.0 - CAPACITY_MARGIN) * ttft_slo
+    restart: it pays for itself, or the pool is calm (CALM_RESTART_LOSS) and the move's predicted p99
+    (`new_ttft`) clears the miss with the capacity margin. Without that last condition, moves predicted
+    to cut p99 TTFT by 15-16 % but leave it near the SLO restarted into a burst and lost what never
+    moving kept (fair judge, restart mode, azure-code 3 req/s paper ITL: 91.0 % vs 94.8 %; the others,
+    as the model saw them, lost under one request)."""
+    calm = others_lose < CALM_RESTART_LOSS and new_ttft <= (1.0 - CAPACITY_MARGIN) * ttft_slo
     return gain > cost or calm
 
 

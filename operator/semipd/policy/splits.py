@@ -6,7 +6,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
   the switch's horizon when it rises (feed-forward), the observed prompt/output mix (in the fit).
 - ITL: a candidate must keep the predicted token-level p99 ITL (contended only while prefill runs)
   under the SLO with a margin, and a pod whose measured p99 ITL is near the SLO never gets a
-  smaller decode share, and an ITL fix never saturates prefill. With no feasible candidate the pod
+  smaller decode share, and an ITL fix never saturates prefill below today's capacity. With no
+  feasible candidate the pod
   moves to the least predicted ITL among the splits whose predicted TTFT is no worse than today's or the SLO.
 - A pod's p99 ITL over the SLO is a breach only while the node pool's is within the margin too.
 - ITL is defended before it breaks (ITLAtRisk): a pod within the measured margin, and predicted over
@@ -34,7 +35,7 @@ from collections.abc import Mapping
 from functools import partial
 
 from semipd.perf import contended_shares
-from semipd.policy.context import Hold, PoolContext, Run, fmt, sample_of, split_allowed
+from semipd.policy.context import Hold, PoolContext, Run, bounds, fmt, grid, sample_of, split_allowed
 from semipd.policy.estimator import Estimator, Fit
 from semipd.policy.evidence import ROOMY_ITL, ItlReading, decode_share, less_decode, updated, verdicts
 from semipd.policy.explain import REFUSAL_DETAIL, report_holds, report_outcomes, shown
@@ -121,22 +122,6 @@ HOLD_COST_MULTIPLE = 5.0
 """A switch's gain is counted over at least this many of its own durations (cooldown is 3)."""
 
 
-def grid(spec_bounds: tuple[int, int, int, int], step: int, around: tuple[int, int]) -> list[tuple[int, int]]:
-    """(prefill, decode) pairs on the spec's grid (bounds, the step between points, and the pod's
-    current split), the current split first, then closest first (ties keep the split that moves least)."""
-    x_lo, x_hi, y_lo, y_hi = spec_bounds
-    xs = sorted({*range(x_lo, x_hi + 1, step), x_hi, *([around[0]] if x_lo <= around[0] <= x_hi else [])})
-    ys = sorted({*range(y_lo, y_hi + 1, step), y_hi, *([around[1]] if y_lo <= around[1] <= y_hi else [])})
-    pairs = [(x, y) for x in xs for y in ys]
-    pairs.sort(key=lambda p: (abs(p[0] - around[0]) + abs(p[1] - around[1]), p))
-    return pairs
-
-
-def bounds(run: Run) -> tuple[int, int, int, int]:
-    sp = run.spec.semi_pd
-    return sp.min_prefill_percent, sp.max_prefill_percent, sp.min_decode_percent, sp.max_decode_percent
-
-
 def growth(run: Run, pool: str) -> float:
     """Feed-forward: the factor by which the per-replica arrival rate is projected to grow over the
     next switch (>= 1; a falling rate is not extrapolated, it is simply observed)."""
@@ -161,6 +146,13 @@ def _score(est: Estimator, split: tuple[int, int], rate: float, ttft_slo: float)
     """(predicted TTFT attainment averaged over bursts, predicted p99 TTFT at `rate`)."""
     att = sum(w * est.ttft_attainment(*split, rate * k, ttft_slo) for k, w in BURSTS)
     return att, est.ttft(*split, rate)
+
+
+def _least_harm(est: Estimator, rate: float, worst: float, t: tuple[float, tuple[int, int]]) -> tuple[bool, float]:
+    """Fallback order of (predicted ITL, split): those no worse for TTFT than `worst` by ITL; after them
+    (every split, for a pod off the spec's grid) by TTFT, the least harm first."""
+    ttft = est.ttft(*t[1], rate)
+    return ttft > worst, ttft if ttft > worst else t[0]
 
 
 def _prefill_rank(split: tuple[int, int]) -> tuple[float, int, int]:
@@ -238,9 +230,10 @@ def _choose(
             probes.add(c)
     cur_itl = pinned.itl(*current, ahead)
     cur_att, cur_ttft = _score(pinned, current, ahead, run.ttft_slo)
-    if itl_broken:
-        fix = partial(itl_fix_allowed, pinned, current, ahead, max(cur_ttft, run.ttft_slo), ctx.restart)
-        feasible = [c for c in feasible if fix(c)]
+    worst = max(cur_ttft, run.ttft_slo)
+    if itl_broken:  # (the current split passes; one off the spec's grid is no fallback, so filter both)
+        fix = partial(itl_fix_allowed, pinned, current, ahead, worst, ctx.restart)
+        feasible, fallback = [c for c in feasible if fix(c)], [t for t in fallback if fix(t[1])] or fallback
     at_risk = measured_tight and not itl_broken and cur_itl > itl_cap
     if at_risk:
         # The defence takes the direct lever only: more decode share, never less prefill. How much less
@@ -266,10 +259,9 @@ def _choose(
         # the current one or the SLO, if any. The move cannot meet ITL, so it must not cost every request
         # its TTFT too (on Mooncake 4 req/s, restart mode, an ITL breach took a pod to (20, 100), still
         # predicted over the ITL SLO, and its queue never drained: 28.5 % vs 60.6 % never moving).
-        worst = max(cur_ttft, run.ttft_slo)
-        best = min(fallback, key=lambda t: (pinned.ttft(t[1][0], t[1][1], ahead) > worst, t[0]))[1]
+        best = min(fallback, key=partial(_least_harm, pinned, ahead, worst))[1]
     else:
-        return None  # unreachable while the current split is always a fallback
+        return None  # unreachable: the current split is a fallback unless off the grid, and then others are
     if best == current or (not (itl_broken or at_risk) and _prefill_rank(best) <= _prefill_rank(current)):
         return stay("BestAllowedSplit")
     att, ttft = _score(pinned, best, ahead, run.ttft_slo)
@@ -288,7 +280,7 @@ def _choose(
     # (FollowMeasured). One that also takes decode share away still needs a gain worth it.
     probe_now = best in probes and best[1] >= current[1] and not ctx.restart
     reason: str | None
-    if ctx.restart and grow > 1.0 and not itl_broken:
+    if ctx.restart and grow > 1.0 and not (itl_broken or at_risk):
         return stay("RestartAwaitsSteadyLoad")  # the restart would take the pod out as the load rises
     if itl_broken:
         if not (new_itl < (1.0 - ITL_FIX) * cur_itl or new_itl <= itl_cap):
