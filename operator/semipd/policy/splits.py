@@ -7,8 +7,8 @@ requests meeting the TTFT SLO, subject to the ITL SLO as a hard constraint, chos
 - ITL: a candidate must keep the predicted token-level p99 ITL (contended only while prefill runs)
   under the SLO with a margin, and a pod whose measured p99 ITL is near the SLO never gets a
   smaller decode share, and an ITL fix never saturates prefill below today's capacity. With no
-  feasible candidate the pod
-  moves to the least predicted ITL among the splits whose predicted TTFT is no worse than today's or the SLO.
+  feasible candidate the pod moves to the least predicted ITL among the splits whose predicted TTFT
+  is no worse than today's or the SLO (else to the least TTFT harm).
 - A pod's p99 ITL over the SLO is a breach only while the node pool's is within the margin too.
 - ITL is defended before it breaks (ITLAtRisk): a pod within the measured margin, and predicted over
   it, takes a step or two more decode share, never less prefill (a breached window costs all in it).
@@ -231,9 +231,8 @@ def _choose(
     cur_itl = pinned.itl(*current, ahead)
     cur_att, cur_ttft = _score(pinned, current, ahead, run.ttft_slo)
     worst = max(cur_ttft, run.ttft_slo)
-    if itl_broken:  # (the current split passes; one off the spec's grid is no fallback, so filter both)
-        fix = partial(itl_fix_allowed, pinned, current, ahead, worst, ctx.restart)
-        feasible, fallback = [c for c in feasible if fix(c)], [t for t in fallback if fix(t[1])] or fallback
+    if itl_broken:  # (the fallbacks need no filter: _least_harm ranks a saturating split last)
+        feasible = [c for c in feasible if itl_fix_allowed(pinned, current, ahead, worst, ctx.restart, c)]
     at_risk = measured_tight and not itl_broken and cur_itl > itl_cap
     if at_risk:
         # The defence takes the direct lever only: more decode share, never less prefill. How much less
